@@ -1,0 +1,1 @@
+"""Registers the generic image datasets (entry point ``images``)."""

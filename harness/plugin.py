@@ -1,0 +1,146 @@
+"""Base classes of the four plugin kinds: datasets, defenses, attacks, metrics.
+
+Every plugin class declares
+
+* ``name`` -- unique within its kind, used in configs (``affine-lifting``);
+* ``version`` -- part of every cache key and of the cell hash;
+* ``scenario`` -- the threat model it belongs to (``descriptor-release``, ...);
+* ``Config`` -- a pydantic model with defaults; unknown keys are rejected;
+* ``consumes`` / ``produces`` -- payload types (see :mod:`harness.payloads`).
+
+The flow of one matrix cell is::
+
+    scene     = dataset.load(ctx)                              # Scene(private, public)
+    protected = defense.protect(scene.private, scene.public, ctx)  # Protected(release, truth, utility)
+    result    = attack.attack(protected.release, scene.public, ctx) # AttackResult(estimate, ...)
+    scores    = metric.score(truth[key], result.estimate[key], ctx) for matching keys
+
+An attack never receives ``scene.private`` nor ``protected.truth``: only metrics do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from harness.payloads import Payload, Scene
+
+if TYPE_CHECKING:
+    from harness.context import CellContext
+
+
+class PluginConfig(BaseModel):
+    """Base of every plugin's ``Config``: typed, with defaults, unknown keys forbidden."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Plugin:
+    kind: ClassVar[str] = "plugin"
+    name: ClassVar[str] = ""
+    version: ClassVar[str] = "0.0.0"
+    scenario: ClassVar[str] = "any"
+    description: ClassVar[str] = ""
+    Config: ClassVar[type[PluginConfig]] = PluginConfig
+    consumes: ClassVar[tuple[type[Payload], ...]] = ()
+    produces: ClassVar[tuple[type[Payload], ...]] = ()
+    #: Resources one cell of this plugin wants from an executor (``{"cpus": 1, "gpus": 0}``).
+    resources: ClassVar[dict[str, float]] = {}
+
+    def __init__(self, config: PluginConfig | None = None) -> None:
+        self.config = config if config is not None else self.Config()
+
+
+@dataclass
+class Protected:
+    """What a defense returns.
+
+    ``release`` is the adversary's view. ``truth`` maps keys (``"images"``,
+    ``"labels"``, ``"descriptors"``) to private payloads that metrics compare the
+    attack's estimate against; it never reaches an attack. ``utility`` holds the
+    defense's own utility metrics (higher or lower is better as named in
+    ``utility_directions``; missing names default to higher is better).
+    """
+
+    release: Payload
+    truth: dict[str, Payload] = field(default_factory=dict)
+    utility: dict[str, float] = field(default_factory=dict)
+    utility_directions: dict[str, bool] = field(default_factory=dict)
+
+
+@dataclass
+class AttackResult:
+    """What an attack returns: ``estimate`` maps the same keys as ``Protected.truth``.
+
+    ``metrics`` are the attack's own diagnostics (assumption checks, timings);
+    ``metric_directions`` says which are higher-is-better.
+    """
+
+    estimate: dict[str, Payload] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    metric_directions: dict[str, bool] = field(default_factory=dict)
+
+
+class Dataset(_Plugin):
+    """Yields the :class:`Scene` of a scenario: private input and public knowledge."""
+
+    kind: ClassVar[str] = "dataset"
+
+    def load(self, ctx: CellContext) -> Scene:
+        raise NotImplementedError
+
+
+class Defense(_Plugin):
+    """Turns a private input into the release an untrusted party sees."""
+
+    kind: ClassVar[str] = "defense"
+
+    def protect(self, private: Payload, public: Payload | None, ctx: CellContext) -> Protected:
+        raise NotImplementedError
+
+
+class Attack(_Plugin):
+    """Tries to recover the private input from a release and public knowledge."""
+
+    kind: ClassVar[str] = "attack"
+
+    def attack(self, release: Payload, public: Payload | None, ctx: CellContext) -> AttackResult:
+        raise NotImplementedError
+
+
+class Metric(_Plugin):
+    """Scores an estimate against the truth; ``consumes`` names the payload type scored.
+
+    ``higher_is_better`` maps every metric name the plugin emits to its direction.
+    """
+
+    kind: ClassVar[str] = "metric"
+    higher_is_better: ClassVar[dict[str, bool]] = {}
+    #: Payload types accepted as the truth; empty means the same as ``consumes``.
+    truth_types: ClassVar[tuple[type[Payload], ...]] = ()
+
+    def score(self, truth: Payload, estimate: Payload, ctx: CellContext) -> dict[str, float]:
+        raise NotImplementedError
+
+
+PLUGIN_KINDS: dict[str, type[_Plugin]] = {
+    "dataset": Dataset,
+    "defense": Defense,
+    "attack": Attack,
+    "metric": Metric,
+}
+
+
+def plugin_info(cls: type[_Plugin]) -> dict[str, Any]:
+    """A JSON-friendly description of a plugin class (for ``vispriv plugins``)."""
+    return {
+        "name": cls.name,
+        "kind": cls.kind,
+        "scenario": cls.scenario,
+        "version": cls.version,
+        "consumes": [t.__name__ for t in cls.consumes],
+        "produces": [t.__name__ for t in cls.produces],
+        "description": cls.description or (cls.__doc__ or "").strip().split("\n")[0],
+    }

@@ -1,0 +1,157 @@
+"""The plugin manager: entry-point discovery, registration and isolation of broken plugins.
+
+Built-in plugins are announced in this project's own ``[project.entry-points.vispriv]``
+table, exactly as a third-party package announces its plugins, so both walk one path.
+A plugin module that raises on import, or whose hook raises, is reported (see
+:attr:`Registry.failures`) and skipped; with ``strict=True`` it is fatal.
+``VISPRIV_PLUGINS=a,b`` (entry-point names) restricts which entry points are loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from types import ModuleType
+from typing import Any
+
+import pluggy
+
+from harness import hookspecs
+from harness.errors import PluginError
+from harness.plugin import PLUGIN_KINDS, PluginConfig, _Plugin
+
+ENTRY_POINT_GROUP = "vispriv"
+HOOKS = {
+    "dataset": "vispriv_register_datasets",
+    "defense": "vispriv_register_defenses",
+    "attack": "vispriv_register_attacks",
+    "metric": "vispriv_register_metrics",
+}
+
+
+@dataclass
+class PluginFailure:
+    """A plugin module that could not be loaded or registered."""
+
+    source: str
+    error: str
+    detail: str
+
+    def line(self) -> str:
+        return f"plugin {self.source!r} skipped: {self.error}"
+
+
+class Registry:
+    """All registered plugin classes, by kind and name."""
+
+    def __init__(self, strict: bool = False) -> None:
+        self.strict = strict
+        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        # kind -> name -> scenario -> class: one name (``none``) may exist once per scenario.
+        self.plugins: dict[str, dict[str, dict[str, type[_Plugin]]]] = {k: {} for k in PLUGIN_KINDS}
+        self.sources: dict[tuple[str, str, str], str] = {}
+        self.failures: list[PluginFailure] = []
+
+    # -- loading -------------------------------------------------------------------
+    def load_entry_points(self, only: list[str] | None = None) -> None:
+        """Load every module of the ``vispriv`` entry-point group (or those in ``only``)."""
+        if only is None:
+            env = os.environ.get("VISPRIV_PLUGINS", "").strip()
+            only = [s.strip() for s in env.split(",") if s.strip()] or None
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            if only is not None and ep.name not in only:
+                continue
+            dist = ep.dist.name if ep.dist is not None else "?"
+            source = f"{ep.name} ({dist})"
+            try:
+                module = ep.load()
+            except Exception as exc:  # noqa: BLE001 -- a broken plugin must not stop the harness
+                self._fail(source, f"import of {ep.value} raised {type(exc).__name__}: {exc}")
+                continue
+            self.add_module(module, source)
+
+    def add_module(self, module: ModuleType | Any, source: str | None = None) -> None:
+        """Register a module (or object) that implements hooks, then collect its plugins."""
+        source = source or getattr(module, "__name__", repr(module))
+        try:
+            self.pm.register(module, name=source)
+        except ValueError:
+            return
+        for kind, hook_name in HOOKS.items():
+            hook = getattr(module, hook_name, None)
+            if hook is None:
+                continue
+            try:
+                hook(register=lambda cls, _k=kind: self._register(_k, cls, source))
+            except PluginError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                self._fail(source, f"{hook_name} raised {type(exc).__name__}: {exc}")
+
+    def _register(self, kind: str, cls: type[_Plugin], source: str) -> None:
+        base = PLUGIN_KINDS[kind]
+        if not (isinstance(cls, type) and issubclass(cls, base)):
+            raise PluginError(f"{source}: {cls!r} registered as a {kind} is not a {base.__name__} subclass")
+        if not cls.name:
+            raise PluginError(f"{source}: {cls.__name__} has no name")
+        if not (isinstance(cls.Config, type) and issubclass(cls.Config, PluginConfig)):
+            raise PluginError(f"{source}: {cls.__name__}.Config must subclass harness.PluginConfig")
+        by_scenario = self.plugins[kind].setdefault(cls.name, {})
+        existing = by_scenario.get(cls.scenario)
+        if existing is not None and existing is not cls:
+            other = self.sources[(kind, cls.name, cls.scenario)]
+            self._fail(source, f"{kind} {cls.name!r} of scenario {cls.scenario!r} is already registered by {other}")
+            return
+        by_scenario[cls.scenario] = cls
+        self.sources[(kind, cls.name, cls.scenario)] = source
+
+    def _fail(self, source: str, error: str) -> None:
+        failure = PluginFailure(source, error, traceback.format_exc())
+        if self.strict:
+            raise PluginError(failure.line() + " (--strict)")
+        self.failures.append(failure)
+
+    # -- lookup --------------------------------------------------------------------
+    def get(self, kind: str, name: str, scenario: str | None = None) -> type[_Plugin]:
+        """The plugin class ``name`` of ``kind`` (for ``scenario`` where the name is shared).
+
+        Raises a one-line :class:`PluginError` listing what exists when nothing fits.
+        """
+        by_scenario = self.plugins[kind].get(name)
+        if not by_scenario:
+            known = ", ".join(sorted(self.plugins[kind])) or "none"
+            raise PluginError(f"unknown {kind} {name!r}; registered {kind}s: {known}")
+        if scenario is not None and scenario in by_scenario:
+            return by_scenario[scenario]
+        if "any" in by_scenario:
+            return by_scenario["any"]
+        if scenario is None and len(by_scenario) == 1:
+            return next(iter(by_scenario.values()))
+        scenarios = ", ".join(sorted(by_scenario))
+        wanted = f"scenario {scenario!r}" if scenario else "no scenario given"
+        raise PluginError(f"{kind} {name!r} exists for scenarios {scenarios}; {wanted}")
+
+    def names(self, kind: str) -> list[str]:
+        return sorted(self.plugins[kind])
+
+    def all(self, kind: str | None = None) -> list[type[_Plugin]]:
+        kinds = [kind] if kind else list(PLUGIN_KINDS)
+        return [
+            cls
+            for k in kinds
+            for _, by_scenario in sorted(self.plugins[k].items())
+            for _, cls in sorted(by_scenario.items())
+        ]
+
+    def source_of(self, cls: type[_Plugin]) -> str:
+        return self.sources.get((cls.kind, cls.name, cls.scenario), "?")
+
+
+def load_registry(strict: bool = False, only: list[str] | None = None) -> Registry:
+    """A registry with every entry-point plugin loaded."""
+    registry = Registry(strict=strict)
+    registry.load_entry_points(only=only)
+    return registry

@@ -1,0 +1,1 @@
+"""Registers the plugins of this scenario (entry point in pyproject.toml)."""

@@ -1,0 +1,94 @@
+"""Image-quality metrics of a reconstruction against the true image: MAE, SSIM, PSNR.
+
+All three take images in [0, 1] with ``data_range=1`` stated explicitly, use
+scikit-image's implementations for SSIM and PSNR, and report the mean over images (and
+its standard error, ``*_se``, so that gaps between attacks can be judged).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+from skimage.metrics import peak_signal_noise_ratio, structural_similarity
+
+from harness import CellContext, Images, Metric
+from harness.errors import InputError
+
+
+def _paired(truth: Images, estimate: Images) -> tuple[np.ndarray, np.ndarray]:
+    """Align estimate to truth by id and check shapes; grey estimates of RGB truth are compared in grey."""
+    index = {id_: i for i, id_ in enumerate(truth.ids)}
+    missing = [i for i in estimate.ids if i not in index]
+    if missing:
+        raise InputError(f"estimate ids not in truth: {missing[:3]}")
+    t = truth.images[[index[i] for i in estimate.ids]]
+    e = estimate.images
+    if t.shape[-1] != e.shape[-1]:
+        t = t.mean(axis=-1, keepdims=True)
+        e = e.mean(axis=-1, keepdims=True)
+    if t.shape != e.shape:
+        raise InputError(f"estimate images {e.shape} do not match truth {t.shape}")
+    return t, np.clip(e, 0.0, 1.0)
+
+
+def _mean_se(values: list[float]) -> tuple[float, float]:
+    arr = np.asarray(values, dtype=np.float64)
+    se = float(arr.std(ddof=1) / np.sqrt(len(arr))) if len(arr) > 1 else 0.0
+    return float(arr.mean()), se
+
+
+def per_image_quality(truth: Images, estimate: Images) -> list[dict[str, float]]:
+    """MAE, SSIM and PSNR of each estimated image (for per-image CSVs)."""
+    t, e = _paired(truth, estimate)
+    rows = []
+    for i, (a, b) in enumerate(zip(t, e)):
+        mse = float(np.mean((a - b) ** 2))
+        rows.append(
+            {
+                "id": estimate.ids[i],
+                "mae": float(np.mean(np.abs(a - b))),
+                "ssim": float(structural_similarity(a, b, data_range=1.0, channel_axis=-1)),
+                "psnr": float(peak_signal_noise_ratio(a, b, data_range=1.0)) if mse > 0 else float("inf"),
+            }
+        )
+    return rows
+
+
+class _ImageMetric(Metric):
+    scenario = "any"
+    consumes = (Images,)
+    key: ClassVar[str] = ""
+
+    def score(self, truth: Images, estimate: Images, ctx: CellContext) -> dict[str, float]:
+        values = [row[self.key] for row in per_image_quality(truth, estimate)]
+        finite = [v for v in values if np.isfinite(v)] or [0.0]
+        mean, se = _mean_se(finite)
+        return {self.key: mean, f"{self.key}_se": se}
+
+
+class MAE(_ImageMetric):
+    """Mean absolute error per pixel, images in [0, 1] (lower is better)."""
+
+    name = "mae"
+    version = "1.0"
+    key = "mae"
+    higher_is_better = {"mae": False, "mae_se": False}
+
+
+class SSIM(_ImageMetric):
+    """Structural similarity, scikit-image, data_range=1 (higher is better)."""
+
+    name = "ssim"
+    version = "1.0"
+    key = "ssim"
+    higher_is_better = {"ssim": True, "ssim_se": False}
+
+
+class PSNR(_ImageMetric):
+    """Peak signal-to-noise ratio in dB, scikit-image, data_range=1; identical images are skipped."""
+
+    name = "psnr"
+    version = "1.0"
+    key = "psnr"
+    higher_is_better = {"psnr": True, "psnr_se": False}
