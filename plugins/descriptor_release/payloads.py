@@ -1,0 +1,126 @@
+"""Payloads of the descriptor-release scenario (ldp-feat.md sections 3-5).
+
+Features of many images are stored flat: row ``i`` of every per-keypoint array belongs to
+image ``image_index[i]`` (an index into ``image_ids``). Flat arrays let the hot paths
+(point-to-subspace distances, nearest-neighbour search) run as batched matrix products.
+Keypoints are (x, y) pixel coordinates in an image of size ``image_size`` = (H, W).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from harness import Images, Payload
+from harness.errors import InputError
+
+DESCRIPTOR_DIM = 128
+
+
+def _check_rows(name: str, arr: np.ndarray, n: int, width: int | None = None) -> None:
+    if len(arr) != n:
+        raise InputError(f"{name} has {len(arr)} rows but there are {n} keypoints")
+    if width is not None and arr.shape[-1] != width:
+        raise InputError(f"{name} must be {width} wide; got shape {arr.shape}")
+    if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+        raise InputError(f"{name} contains NaN or infinite values")
+
+
+@dataclass
+class _Keypointed(Payload):
+    keypoints: np.ndarray
+    image_index: np.ndarray
+    image_ids: list[str]
+    image_size: tuple[int, int]
+
+    def _check_common(self) -> None:
+        self.keypoints = np.asarray(self.keypoints, dtype=np.float32).reshape(-1, 2)
+        self.image_index = np.asarray(self.image_index, dtype=np.int64).reshape(-1)
+        _check_rows("image_index", self.image_index, len(self.keypoints))
+        if len(self.image_index) and (self.image_index.min() < 0 or self.image_index.max() >= len(self.image_ids)):
+            raise InputError("image_index points outside image_ids")
+
+    @property
+    def n_keypoints(self) -> int:
+        return len(self.keypoints)
+
+    def rows_of(self, image: int) -> np.ndarray:
+        """Row indices of the keypoints of image number ``image``."""
+        return np.flatnonzero(self.image_index == image)
+
+
+@dataclass
+class RawFeatures(_Keypointed):
+    """Keypoints and L2-normalised 128-d SIFT descriptors (the undefended release)."""
+
+    descriptors: np.ndarray = field(default_factory=lambda: np.zeros((0, DESCRIPTOR_DIM), np.float32))
+
+    def __post_init__(self) -> None:
+        self._check_common()
+        self.descriptors = np.asarray(self.descriptors, dtype=np.float32)
+        if self.descriptors.ndim != 2:
+            raise InputError(f"descriptors must be (K, {DESCRIPTOR_DIM}); got {self.descriptors.shape}")
+        _check_rows("descriptors", self.descriptors, self.n_keypoints, DESCRIPTOR_DIM)
+
+
+@dataclass
+class LiftedFeatures(_Keypointed):
+    """Affine subspaces (offset + orthonormal basis of m directions) per keypoint (ref [11]).
+
+    ``database`` is the lifting database W when the threat model makes it public
+    (ldp-feat.md section 4.1); ``None`` otherwise.
+    """
+
+    offsets: np.ndarray = field(default_factory=lambda: np.zeros((0, DESCRIPTOR_DIM), np.float32))
+    bases: np.ndarray = field(default_factory=lambda: np.zeros((0, 1, DESCRIPTOR_DIM), np.float32))
+    database: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        self._check_common()
+        self.offsets = np.asarray(self.offsets, dtype=np.float32)
+        self.bases = np.asarray(self.bases, dtype=np.float32)
+        _check_rows("offsets", self.offsets, self.n_keypoints, DESCRIPTOR_DIM)
+        if self.bases.ndim != 3:
+            raise InputError(f"bases must be (K, m, {DESCRIPTOR_DIM}); got {self.bases.shape}")
+        _check_rows("bases", self.bases, self.n_keypoints, DESCRIPTOR_DIM)
+
+    @property
+    def m(self) -> int:
+        return int(self.bases.shape[1])
+
+
+@dataclass
+class LdpFeatures(_Keypointed):
+    """LDP-Feat release: per keypoint an m-subset of the public dictionary K, in random order.
+
+    ``candidates`` holds the m descriptors (K, m, 128); ``candidate_ids`` their dictionary
+    rows (K, m) when a finite dictionary is used.
+    """
+
+    candidates: np.ndarray = field(default_factory=lambda: np.zeros((0, 1, DESCRIPTOR_DIM), np.float32))
+    candidate_ids: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        self._check_common()
+        self.candidates = np.asarray(self.candidates, dtype=np.float32)
+        if self.candidates.ndim != 3:
+            raise InputError(f"candidates must be (K, m, {DESCRIPTOR_DIM}); got {self.candidates.shape}")
+        _check_rows("candidates", self.candidates, self.n_keypoints, DESCRIPTOR_DIM)
+
+    @property
+    def m(self) -> int:
+        return int(self.candidates.shape[1])
+
+
+@dataclass
+class DescriptorPublic(Payload):
+    """Public knowledge of the scenario: image sets disjoint from the private test images.
+
+    ``lifting`` is the image set the lifting database W is built from; ``public`` the set
+    the attacker's database Z and inversion networks are built from (section 6.1 keeps
+    them disjoint).
+    """
+
+    lifting: Images
+    public: Images
