@@ -1,0 +1,153 @@
+"""Descriptor dictionaries ("databases"): spherical k-means with faiss (ldp-feat.md section 6.1).
+
+The paper builds its lifting database W (256k) and the attacker's public database Z (128k)
+by spherical k-means [4] of SIFT descriptors of two disjoint Places365 image sets. We do
+the same on whatever images a dataset provides (the bundled photos support hundreds to a
+few thousand centroids; :func:`augment_images` multiplies their descriptors by crops,
+rotations and rescalings).
+
+Public API (stable; issue 5 builds on it)::
+
+    spherical_kmeans(descriptors, k, seed, niter=20) -> np.ndarray   # (k, 128) float32, unit rows
+    nearest_neighbours(queries, database, n) -> (distances, indices)  # exact L2, faiss
+    build_dictionary(images, k, sift_cfg, seed, ...) -> np.ndarray    # extract + augment + cluster
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness import Cache, Images
+from harness.errors import InputError
+from harness.hashing import fingerprint
+from plugins.descriptor_release.payloads import DESCRIPTOR_DIM
+from plugins.descriptor_release.sift import SiftConfig, extract_features, l2_normalise
+
+DICTIONARY_VERSION = "1.0"
+
+
+def check_descriptors(descriptors: np.ndarray, name: str = "descriptors") -> np.ndarray:
+    """``descriptors`` as a C-contiguous float32 (N, 128) array, or a one-line InputError."""
+    d = np.asarray(descriptors)
+    if d.ndim != 2 or d.shape[1] != DESCRIPTOR_DIM:
+        raise InputError(f"{name} must have shape (N, {DESCRIPTOR_DIM}); got {d.shape}")
+    d = np.ascontiguousarray(d, dtype=np.float32)
+    if not np.all(np.isfinite(d)):
+        raise InputError(f"{name} contain NaN or infinite values")
+    return d
+
+
+def spherical_kmeans(descriptors: np.ndarray, k: int, seed: int, niter: int = 20) -> np.ndarray:
+    """Spherical k-means (faiss) of descriptors: ``k`` unit-norm centroids, (k, 128) float32.
+
+    Rows are L2-normalised first; centroids are re-normalised after every iteration
+    (faiss ``spherical=True``), i.e. k-means on the unit sphere with cosine assignment.
+    Raises :class:`InputError` when there are fewer descriptors than ``k``.
+    """
+    import faiss
+
+    x = l2_normalise(check_descriptors(descriptors))
+    x = x[np.linalg.norm(x, axis=1) > 0]
+    if k < 1:
+        raise InputError(f"k must be >= 1; got {k}")
+    if len(x) < k:
+        raise InputError(f"spherical k-means with k={k} needs at least {k} non-zero descriptors; got {len(x)}")
+    km = faiss.Kmeans(
+        DESCRIPTOR_DIM,
+        int(k),
+        niter=int(niter),
+        spherical=True,
+        seed=int(seed) & 0x7FFFFFFF,
+        verbose=False,
+        max_points_per_centroid=max(256, int(np.ceil(len(x) / k))),
+        min_points_per_centroid=1,
+    )
+    km.train(x)
+    return l2_normalise(np.asarray(km.centroids, dtype=np.float32).reshape(k, DESCRIPTOR_DIM))
+
+
+def nearest_neighbours(queries: np.ndarray, database: np.ndarray, n: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Exact Euclidean n-nearest database rows of each query (faiss IndexFlatL2).
+
+    Returns ``(distances, indices)``, both (Q, n); distances are L2 (not squared).
+    """
+    import faiss
+
+    q = check_descriptors(queries, "queries")
+    db = check_descriptors(database, "database")
+    if not 1 <= n <= len(db):
+        raise InputError(f"n must be in [1, {len(db)}] (the database size); got {n}")
+    index = faiss.IndexFlatL2(DESCRIPTOR_DIM)
+    index.add(db)
+    d2, idx = index.search(q, int(n))
+    return np.sqrt(np.maximum(d2, 0.0)), idx.astype(np.int64)
+
+
+def augment_images(images: Images, copies: int, seed: int) -> Images:
+    """The images plus ``copies`` random views of each: crop, rotation (+-30 deg) and rescale.
+
+    Views keep the images' size (the crop is resampled back), so they stack with the
+    originals. Used only to multiply training descriptors for the dictionaries.
+    """
+    from skimage.transform import AffineTransform, warp
+
+    if copies <= 0:
+        return images
+    rng = np.random.default_rng(seed)
+    arr = images.images
+    h, w = arr.shape[1:3]
+    out, ids = [arr], list(images.ids)
+    for c in range(copies):
+        views = []
+        for img in arr:
+            zoom = rng.uniform(1.0, 1.8)
+            angle = np.deg2rad(rng.uniform(-30, 30))
+            centre = np.array([w / 2, h / 2])
+            shift = rng.uniform(-0.2, 0.2, size=2) * np.array([w, h])
+            tf = (
+                AffineTransform(translation=-centre)
+                + AffineTransform(scale=zoom, rotation=angle)
+                + AffineTransform(translation=centre + shift)
+            )
+            views.append(warp(img, tf.inverse, mode="reflect", preserve_range=True).astype(np.float32))
+        out.append(np.stack(views))
+        ids += [f"{i}#aug{c}" for i in images.ids]
+    return Images(np.clip(np.concatenate(out), 0.0, 1.0), ids)
+
+
+def build_dictionary(
+    images: Images,
+    k: int,
+    sift_cfg: SiftConfig,
+    seed: int,
+    augment: int = 0,
+    niter: int = 20,
+    cache: Cache | None = None,
+) -> np.ndarray:
+    """SIFT descriptors of ``images`` (+ ``augment`` random views each), clustered into ``k`` centroids.
+
+    Cached by content (images, SIFT config, k, seed, augmentation). Raises InputError
+    with the number of descriptors found when they cannot support ``k`` centroids.
+    """
+    cache = cache or Cache(None)
+    parts = {
+        "version": DICTIONARY_VERSION,
+        "images": fingerprint(images.images),
+        "sift": sift_cfg,
+        "k": k,
+        "seed": seed,
+        "augment": augment,
+        "niter": niter,
+    }
+
+    def compute() -> dict[str, np.ndarray]:
+        views = augment_images(images, augment, seed)
+        feats = extract_features(views, sift_cfg, cache=cache)
+        if len(feats.descriptors) < k:
+            raise InputError(
+                f"{len(images.ids)} images (x{augment + 1} views) gave {len(feats.descriptors)} SIFT descriptors, "
+                f"fewer than the {k} dictionary entries asked for; lower the size or add augmentation"
+            )
+        return {"centroids": spherical_kmeans(feats.descriptors, k, seed, niter)}
+
+    return cache.arrays("dictionary", parts, compute)["centroids"]

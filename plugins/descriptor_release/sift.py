@@ -1,0 +1,192 @@
+"""SIFT keypoints and descriptors with kornia (ldp-feat.md section 6.1; ref [11]).
+
+Public API (stable; issues 4 and 5 build on it)::
+
+    extract_features(images: Images, cfg: SiftConfig, cache: Cache | None = None) -> RawFeatures
+
+Choices, all in :class:`SiftConfig`:
+
+* **Plain L2 SIFT, not RootSIFT.** Ref [11] lifts plain L2-normalised SIFT; kornia returns
+  RootSIFT by default, so ``rootsift=False`` is passed explicitly.
+* **COLMAP quantisation** (``quantize=True``, default): COLMAP stores a descriptor ``d`` as
+  ``uint8(min(round(512 * d), 255))``; ref [11]'s descriptors went through that store and
+  were re-L2-normalised as float. We do the same so descriptors lie on the same lattice.
+* **Detector**: ``detector="dog"`` runs kornia's ``SIFTFeatureScaleSpace`` (3-D DoG extrema,
+  sub-pixel refinement, one orientation per keypoint) with its ``pyramid`` descriptor
+  backend (about 5x faster than the patch backend on CPU). kornia pads its output to
+  ``max_keypoints`` with zero responses and zero descriptors: those rows are dropped, as
+  are detections whose absolute DoG response is below ``response_threshold``.
+  ``detector="dense"`` describes upright patches on a regular grid (``dense_step`` pixels
+  apart, ``dense_scale`` pixels of LAF scale) instead: every image then has the same number
+  of keypoints, which some experiments want.
+* **Images**: RGB images are converted to grey (SIFT carries no colour); ``image_size``
+  resizes every image (anti-aliased) to a square of that side before extraction, else the
+  images are used at their own size. Keypoints are (x, y) pixels of the extraction frame,
+  recorded in ``RawFeatures.image_size`` = (H, W).
+* An image without any keypoint (a flat grey image) contributes no rows: it keeps its id in
+  ``image_ids`` and ``rows_of(i)`` is empty. That is a documented skip, not an error.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+
+import numpy as np
+import torch
+from pydantic import Field
+
+from harness import Cache, Images, PluginConfig
+from harness.errors import InputError
+from harness.hashing import fingerprint
+from plugins.descriptor_release.payloads import DESCRIPTOR_DIM, RawFeatures
+
+#: Smallest image side SIFT is run on; smaller images are rejected with an InputError.
+MIN_IMAGE_SIDE = 32
+#: Version of the extraction code, part of every cache key.
+SIFT_VERSION = "1.0"
+
+
+class SiftConfig(PluginConfig):
+    """Settings of SIFT extraction; the same instance must feed the defense and the attackers' databases."""
+
+    image_size: int | None = Field(None, ge=MIN_IMAGE_SIDE, le=4096)
+    max_keypoints: int = Field(512, ge=1, le=20000)
+    response_threshold: float = Field(0.0, ge=0.0)
+    detector: Literal["dog", "dense"] = "dog"
+    descriptor_backend: Literal["pyramid", "patch"] = "pyramid"
+    upright: bool = False
+    quantize: bool = True
+    dense_step: int = Field(8, ge=2)
+    dense_scale: float = Field(8.0, gt=0.0)
+
+
+def quantize_colmap(descriptors: np.ndarray) -> np.ndarray:
+    """COLMAP's uint8 store of an L2 SIFT descriptor, re-L2-normalised as float32.
+
+    ``q = min(round(512 d), 255)``, then ``q / ||q||``. All-zero rows stay zero.
+    """
+    d = np.asarray(descriptors, dtype=np.float32)
+    q = np.minimum(np.round(512.0 * np.maximum(d, 0.0)), 255.0).astype(np.float32)
+    norm = np.linalg.norm(q, axis=1, keepdims=True)
+    return np.divide(q, norm, out=np.zeros_like(q), where=norm > 0)
+
+
+def l2_normalise(descriptors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit L2 norm (zero rows stay zero)."""
+    d = np.asarray(descriptors, dtype=np.float32)
+    norm = np.linalg.norm(d, axis=1, keepdims=True)
+    return np.divide(d, norm, out=np.zeros_like(d), where=norm > 0)
+
+
+def to_grey_tensor(images: np.ndarray, size: int | None) -> torch.Tensor:
+    """(N, H, W, C) floats in [0, 1] -> (N, 1, H', W') grey tensor (resized when ``size``)."""
+    arr = np.asarray(images, dtype=np.float32)
+    grey = arr.mean(axis=-1) if arr.shape[-1] == 1 else arr @ np.array([0.299, 0.587, 0.114], np.float32)
+    t = torch.from_numpy(np.ascontiguousarray(grey))[:, None]
+    if size is not None and tuple(t.shape[-2:]) != (size, size):
+        t = torch.nn.functional.interpolate(t, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
+    return t.clamp(0.0, 1.0)
+
+
+@lru_cache(maxsize=4)
+def _dog_extractor(max_keypoints: int, backend: str, upright: bool) -> torch.nn.Module:
+    import kornia.feature as KF
+
+    return KF.SIFTFeatureScaleSpace(
+        max_keypoints, upright=upright, rootsift=False, descriptor_backend=backend
+    ).eval()
+
+
+@lru_cache(maxsize=2)
+def _patch_descriptor() -> torch.nn.Module:
+    import kornia.feature as KF
+
+    return KF.LAFDescriptor(KF.SIFTDescriptor(patch_size=41, rootsift=False), patch_size=41).eval()
+
+
+def dense_grid(height: int, width: int, step: int, margin: float) -> np.ndarray:
+    """(x, y) centres of a regular grid ``step`` px apart, at least ``margin`` px from the border."""
+    lo = int(np.ceil(margin))
+    xs = np.arange(lo, width - lo, step, dtype=np.float32)
+    ys = np.arange(lo, height - lo, step, dtype=np.float32)
+    if len(xs) == 0 or len(ys) == 0:
+        return np.zeros((0, 2), np.float32)
+    gx, gy = np.meshgrid(xs, ys)
+    return np.stack([gx.ravel(), gy.ravel()], axis=1)
+
+
+def _extract_one_dog(img: torch.Tensor, cfg: SiftConfig) -> tuple[np.ndarray, np.ndarray]:
+    from kornia.feature import get_laf_center
+
+    extractor = _dog_extractor(cfg.max_keypoints, cfg.descriptor_backend, cfg.upright)
+    with torch.no_grad():
+        lafs, responses, desc = extractor(img[None])
+    resp = responses[0].abs().numpy()
+    d = desc[0].numpy()
+    keep = (resp > cfg.response_threshold) & (np.linalg.norm(d, axis=1) > 0)
+    return get_laf_center(lafs)[0].numpy()[keep], d[keep]
+
+
+def _extract_one_dense(img: torch.Tensor, cfg: SiftConfig) -> tuple[np.ndarray, np.ndarray]:
+    from kornia.feature import laf_from_center_scale_ori
+
+    h, w = img.shape[-2:]
+    centres = dense_grid(h, w, cfg.dense_step, margin=cfg.dense_scale / 2)[: cfg.max_keypoints]
+    if len(centres) == 0:
+        return centres, np.zeros((0, DESCRIPTOR_DIM), np.float32)
+    c = torch.from_numpy(centres)[None]
+    scale = torch.full((1, len(centres), 1, 1), float(cfg.dense_scale))
+    ori = torch.zeros(1, len(centres), 1)
+    with torch.no_grad():
+        desc = _patch_descriptor()(img[None], laf_from_center_scale_ori(c, scale, ori))
+    d = desc[0].numpy()
+    keep = np.linalg.norm(d, axis=1) > 0
+    return centres[keep], d[keep]
+
+
+def _extract(images: Images, cfg: SiftConfig) -> dict[str, np.ndarray]:
+    grey = to_grey_tensor(images.images, cfg.image_size)
+    one = _extract_one_dog if cfg.detector == "dog" else _extract_one_dense
+    kps, descs, index = [], [], []
+    for i in range(len(grey)):
+        k, d = one(grey[i], cfg)
+        kps.append(k.astype(np.float32))
+        descs.append(d.astype(np.float32))
+        index.append(np.full(len(k), i, np.int64))
+    descriptors = np.concatenate(descs) if descs else np.zeros((0, DESCRIPTOR_DIM), np.float32)
+    descriptors = quantize_colmap(descriptors) if cfg.quantize else l2_normalise(descriptors)
+    return {
+        "keypoints": np.concatenate(kps).reshape(-1, 2) if kps else np.zeros((0, 2), np.float32),
+        "descriptors": descriptors,
+        "image_index": np.concatenate(index) if index else np.zeros(0, np.int64),
+        "size": np.array(grey.shape[-2:], np.int64),
+    }
+
+
+def extract_features(images: Images, cfg: SiftConfig, cache: Cache | None = None) -> RawFeatures:
+    """SIFT keypoints + 128-d L2 SIFT descriptors of every image, flat (see :mod:`.payloads`).
+
+    Args:
+        images: the images (N, H, W, C) in [0, 1]; C = 1 or 3.
+        cfg: extraction settings (:class:`SiftConfig`).
+        cache: when given, the result is cached by content (config + image bytes + ids).
+
+    Returns:
+        :class:`RawFeatures` whose ``image_ids`` are ``images.ids``; images without keypoints
+        have no rows. Raises :class:`InputError` for images smaller than 32 px a side.
+    """
+    if not isinstance(images, Images):
+        raise InputError(f"extract_features needs harness.Images; got {type(images).__name__}")
+    h, w = images.images.shape[1:3]
+    if cfg.image_size is None and min(h, w) < MIN_IMAGE_SIDE:
+        raise InputError(f"images are {h}x{w} px; SIFT needs at least {MIN_IMAGE_SIDE} px a side (or set image_size)")
+    parts = {"version": SIFT_VERSION, "cfg": cfg, "images": fingerprint(images.images), "ids": images.ids}
+    arrays = (cache or Cache(None)).arrays("sift", parts, lambda: _extract(images, cfg))
+    return RawFeatures(
+        keypoints=arrays["keypoints"],
+        image_index=arrays["image_index"],
+        image_ids=list(images.ids),
+        image_size=(int(arrays["size"][0]), int(arrays["size"][1])),
+        descriptors=arrays["descriptors"],
+    )
