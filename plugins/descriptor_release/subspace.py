@@ -1,0 +1,302 @@
+"""Affine subspaces of descriptors: lifting (ref [11]) and the distances the attacks use.
+
+An m-dimensional affine subspace is stored as an offset ``c`` (128,) and ``m`` orthonormal
+basis rows ``B`` (m, 128): ``D = {c + B^T t}`` (ldp-feat.md section 3).
+
+* :func:`lift` -- random / adversarial / hybrid / sub-hybrid lifting with the
+  re-parameterisation of section 3 (fresh offset and basis drawn from U([-1, 1]^128) and
+  projected onto D), so neither the offset nor the basis exposes ``d``.
+* :func:`project` -- the orthogonal projection ``p_D(x) = c + B^T B (x - c)``.
+* :func:`point_subspace_sqdist` / :func:`nearest_to_subspaces` -- squared point-to-subspace
+  distances ``||w - c||^2 - ||B (w - c)||^2``, batched as matrix products and chunked over
+  the database so memory stays bounded whatever ``|W|`` (the hot path of sections 4.1-4.2).
+* :func:`subspace_sqdist` -- squared subspace-to-subspace distances (closest points of two
+  affine subspaces), robust to parallel subspaces.
+
+Numerics: the offset is first replaced by the point of D closest to the origin
+(``c - B^T B c``, orthogonal to the basis). All lifted subspaces of unit descriptors pass
+within distance 1 of the origin, so the expanded form loses little precision in float32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+
+from harness.errors import ConfigError, InputError
+from plugins.descriptor_release.payloads import DESCRIPTOR_DIM
+
+LiftingMode = Literal["random", "adversarial", "hybrid", "sub-hybrid"]
+#: Number of contiguous sub-databases of sub-hybrid lifting (ref [11]).
+N_SUB_DATABASES = 16
+#: Default number of matrix entries one kernel chunk may hold (~128 MiB of float32).
+CHUNK_ELEMENTS = 1 << 25
+
+
+@dataclass
+class Lifting:
+    """Output of :func:`lift`: the public subspaces and the secret adversarial rows.
+
+    ``adversarial_rows`` (K, n_adv) are rows of the lifting database (-1 where none);
+    ``sub_database`` (K,) the sub-database used (-1 unless sub-hybrid). Both are
+    secrets of the defense: they go to the truth, never into a release.
+    """
+
+    offsets: np.ndarray
+    bases: np.ndarray
+    adversarial_rows: np.ndarray
+    sub_database: np.ndarray
+
+
+def n_adversarial(m: int, mode: LiftingMode) -> int:
+    """How many of the m directions come from the database: m, floor(m/2) or 0."""
+    if mode == "adversarial":
+        return m
+    if mode in ("hybrid", "sub-hybrid"):
+        return m // 2
+    return 0
+
+
+def sub_database_bounds(size: int, n_sub: int = N_SUB_DATABASES) -> np.ndarray:
+    """Start rows of ``n_sub`` contiguous, (nearly) equal sub-databases, plus the end: (n_sub + 1,)."""
+    return np.linspace(0, size, n_sub + 1).round().astype(np.int64)
+
+
+def orthonormal_rows(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Batched Gram-Schmidt (QR) of (K, m, n) row vectors -> orthonormal rows and |diag R| (K, m)."""
+    q, r = np.linalg.qr(np.swapaxes(vectors, 1, 2).astype(np.float64))
+    return np.swapaxes(q, 1, 2), np.abs(np.diagonal(r, axis1=1, axis2=2))
+
+
+def project(points: np.ndarray, offsets: np.ndarray, bases: np.ndarray) -> np.ndarray:
+    """Row-wise orthogonal projection p_D(x) = c + B^T B (x - c) of (K, n) points onto K subspaces."""
+    x = np.asarray(points, np.float64) - offsets
+    coeff = np.einsum("kmd,kd->km", bases, x)
+    return offsets + np.einsum("kmd,km->kd", bases, coeff)
+
+
+def lift(
+    descriptors: np.ndarray,
+    m: int,
+    mode: LiftingMode,
+    rng: np.random.Generator,
+    database: np.ndarray | None = None,
+    sub_database: np.ndarray | None = None,
+) -> Lifting:
+    """Lift each descriptor ``d`` to an m-dimensional affine subspace containing it (section 3).
+
+    Directions: ``a_j - d`` for database rows ``a_j`` drawn without repetition
+    (``n_adversarial(m, mode)`` of them; sub-hybrid draws from the sub-database
+    ``sub_database[k]`` of :data:`N_SUB_DATABASES` contiguous ones) and the rest uniform in
+    [-1, 1]^128; Gram-Schmidt. Then the re-parameterisation: the offset becomes
+    ``p_D(e_0)`` and each basis vector ``p_D(e_i) - p_D(e_0)`` for fresh uniform ``e_i``,
+    re-orthonormalised. ``D`` itself is unchanged: ``d`` and every ``a_j`` lie in it.
+    """
+    d = np.asarray(descriptors, np.float64)
+    if d.ndim != 2 or d.shape[1] != DESCRIPTOR_DIM:
+        raise InputError(f"descriptors must be (K, {DESCRIPTOR_DIM}); got {d.shape}")
+    if not np.all(np.isfinite(d)):
+        raise InputError("descriptors to lift contain NaN or infinite values")
+    if not 1 <= m < DESCRIPTOR_DIM:
+        raise ConfigError(f"lifting dimension m must be in [1, {DESCRIPTOR_DIM - 1}]; got {m}")
+    k, n = d.shape
+    n_adv = n_adversarial(m, mode)
+    rows = np.full((k, max(n_adv, 1)), -1, np.int64)[:, :n_adv]
+    subs = np.full(k, -1, np.int64)
+    dirs = rng.uniform(-1.0, 1.0, size=(k, m, n))
+    if n_adv:
+        if database is None:
+            raise ConfigError(f"{mode} lifting needs a lifting database")
+        size = len(database)
+        if mode == "sub-hybrid":
+            if sub_database is None:
+                raise ConfigError("sub-hybrid lifting needs a sub-database index per descriptor")
+            bounds = sub_database_bounds(size)
+            subs = np.asarray(sub_database, np.int64).reshape(k)
+            pool = int(np.min(np.diff(bounds)))
+        else:
+            bounds, pool = np.array([0, size]), size
+            subs[:] = -1
+        if n_adv > pool:
+            where = "a sub-database" if mode == "sub-hybrid" else "the database"
+            raise ConfigError(f"m={m} ({mode}) needs {n_adv} distinct rows per descriptor but {where} has {pool}")
+        for i in range(k):
+            lo, hi = (bounds[subs[i]], bounds[subs[i] + 1]) if mode == "sub-hybrid" else (0, size)
+            rows[i] = lo + rng.choice(hi - lo, size=n_adv, replace=False)
+        dirs[:, :n_adv] = np.asarray(database, np.float64)[rows] - d[:, None, :]
+    basis, diag = orthonormal_rows(dirs)
+    if np.any(diag < 1e-9):
+        raise InputError("a descriptor equals one of its adversarial database rows; the lifted subspace degenerates")
+    # Re-parameterisation (section 3): offset p_D(e0), basis p_D(e_i) - p_D(e0), orthonormalised.
+    e = rng.uniform(-1.0, 1.0, size=(k, m + 1, n))
+    coeff = np.einsum("kmd,kjd->kjm", basis, e - d[:, None, :])
+    on_d = d[:, None, :] + np.einsum("kmd,kjm->kjd", basis, coeff)
+    offsets = on_d[:, 0]
+    new_basis, diag = orthonormal_rows(on_d[:, 1:] - offsets[:, None, :])
+    if np.any(diag < 1e-9):
+        raise InputError("re-parameterisation drew a degenerate basis; use another seed")
+    return Lifting(offsets.astype(np.float32), new_basis.astype(np.float32), rows, subs)
+
+
+def canonical_offsets(offsets: np.ndarray | torch.Tensor, bases: np.ndarray | torch.Tensor) -> torch.Tensor:
+    """The point of each subspace closest to the origin: c - B^T B c (orthogonal to B)."""
+    c = torch.as_tensor(offsets)
+    b = torch.as_tensor(bases)
+    return c - torch.einsum("smd,sm->sd", b, torch.einsum("smd,sd->sm", b, c))
+
+
+def _as_tensor(x: np.ndarray | torch.Tensor, device: str, dtype: torch.dtype) -> torch.Tensor:
+    return torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x, dtype=dtype, device=device)
+
+
+def _check_subspaces(offsets: np.ndarray, bases: np.ndarray) -> None:
+    if offsets.ndim != 2 or offsets.shape[1] != DESCRIPTOR_DIM:
+        raise InputError(f"offsets must be (S, {DESCRIPTOR_DIM}); got {offsets.shape}")
+    if bases.ndim != 3 or bases.shape[0] != offsets.shape[0] or bases.shape[2] != DESCRIPTOR_DIM:
+        raise InputError(f"bases must be (S, m, {DESCRIPTOR_DIM}) with S = {offsets.shape[0]}; got {bases.shape}")
+
+
+def _subspace_chunk_sqdist(w: torch.Tensor, w_sq: torch.Tensor, m_stack: torch.Tensor, c_sq: torch.Tensor, m: int) -> torch.Tensor:
+    """(s, p) squared distances: ||w||^2 - 2 c.w + ||c||^2 - ||B w||^2 as one matmul."""
+    s = c_sq.shape[0]
+    r = (m_stack @ w.T).view(s, m + 1, -1)
+    out = r[:, 1:].square().sum(dim=1)
+    out.neg_().add_(r[:, 0], alpha=-2.0).add_(w_sq[None, :]).add_(c_sq[:, None])
+    return out.clamp_(min=0.0)
+
+
+def _prepare(offsets: np.ndarray | torch.Tensor, bases: np.ndarray | torch.Tensor, device: str, dtype: torch.dtype):
+    c = _as_tensor(offsets, device, torch.float64)
+    b = _as_tensor(bases, device, torch.float64)
+    c = canonical_offsets(c, b)
+    stack = torch.cat([c[:, None, :], b], dim=1).to(dtype)
+    return stack, c.square().sum(dim=1).to(dtype)
+
+
+def point_subspace_sqdist(
+    points: np.ndarray,
+    offsets: np.ndarray,
+    bases: np.ndarray,
+    device: str = "cpu",
+    chunk_elements: int = CHUNK_ELEMENTS,
+) -> np.ndarray:
+    """All squared point-to-subspace distances, (S, P): ``||w - p_D(w)||^2`` (sections 4.1-4.2).
+
+    For few subspaces or points; :func:`nearest_to_subspaces` is the bounded-memory version
+    for large databases. Float32 on ``device``.
+    """
+    offsets, bases = np.asarray(offsets), np.asarray(bases)
+    _check_subspaces(offsets, bases)
+    w = _as_tensor(points, device, torch.float32)
+    stack, c_sq = _prepare(offsets, bases, device, torch.float32)
+    m = bases.shape[1]
+    w_sq = w.square().sum(dim=1)
+    out = np.empty((len(offsets), len(w)), np.float32)
+    step = max(1, chunk_elements // max(1, (m + 1) * len(w)))
+    for s0 in range(0, len(offsets), step):
+        s1 = min(s0 + step, len(offsets))
+        out[s0:s1] = _subspace_chunk_sqdist(w, w_sq, stack[s0:s1].reshape(-1, DESCRIPTOR_DIM), c_sq[s0:s1], m).cpu().numpy()
+    return out
+
+
+def nearest_to_subspaces(
+    database: np.ndarray | torch.Tensor,
+    offsets: np.ndarray,
+    bases: np.ndarray,
+    n: int,
+    device: str = "cpu",
+    subspace_chunk: int = 256,
+    chunk_elements: int = CHUNK_ELEMENTS,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``n`` database rows nearest to each subspace, ascending: (sqdist (S, n), rows (S, n)).
+
+    Batched kernel: for a chunk of s subspaces and p database rows, one float32 matmul of
+    (s (m + 1), 128) x (128, p) gives ``c.w`` and ``B w``; the running top-n is merged chunk
+    by chunk, so memory is O(chunk_elements) whatever ``|W|``.
+    """
+    offsets, bases = np.asarray(offsets), np.asarray(bases)
+    _check_subspaces(offsets, bases)
+    w_all = _as_tensor(database, device, torch.float32)
+    if w_all.ndim != 2 or w_all.shape[1] != DESCRIPTOR_DIM:
+        raise InputError(f"database must be (N, {DESCRIPTOR_DIM}); got {tuple(w_all.shape)}")
+    if not 1 <= n <= len(w_all):
+        raise InputError(f"n must be in [1, {len(w_all)}] (the database size); got {n}")
+    m = bases.shape[1]
+    w_sq_all = w_all.square().sum(dim=1)
+    n_sub = len(offsets)
+    best_d = np.empty((n_sub, n), np.float32)
+    best_i = np.empty((n_sub, n), np.int64)
+    point_chunk = max(n, chunk_elements // max(1, subspace_chunk * (m + 1)))
+    for s0 in range(0, n_sub, subspace_chunk):
+        s1 = min(s0 + subspace_chunk, n_sub)
+        stack, c_sq = _prepare(offsets[s0:s1], bases[s0:s1], device, torch.float32)
+        flat = stack.reshape(-1, DESCRIPTOR_DIM)
+        run_d = run_i = None
+        for p0 in range(0, len(w_all), point_chunk):
+            p1 = min(p0 + point_chunk, len(w_all))
+            dist = _subspace_chunk_sqdist(w_all[p0:p1], w_sq_all[p0:p1], flat, c_sq, m)
+            kk = min(n, p1 - p0)
+            d_c, i_c = torch.topk(dist, kk, dim=1, largest=False, sorted=False)
+            i_c += p0
+            if run_d is not None:
+                d_c, i_c = torch.cat([run_d, d_c], 1), torch.cat([run_i, i_c], 1)
+            kk = min(n, d_c.shape[1])
+            run_d, sel = torch.topk(d_c, kk, dim=1, largest=False, sorted=False)
+            run_i = torch.gather(i_c, 1, sel)
+        order = torch.argsort(run_d, dim=1)
+        best_d[s0:s1] = torch.gather(run_d, 1, order).cpu().numpy()
+        best_i[s0:s1] = torch.gather(run_i, 1, order).cpu().numpy()
+    return best_d, best_i
+
+
+def subspace_sqdist(
+    offsets1: np.ndarray,
+    bases1: np.ndarray,
+    offsets2: np.ndarray,
+    bases2: np.ndarray,
+    chunk_pairs: int = 1 << 16,
+    rtol: float = 1e-6,
+) -> np.ndarray:
+    """Squared distances between every pair of affine subspaces, (S1, S2), float64.
+
+    The distance of D1 = c1 + span(B1) and D2 = c2 + span(B2) is the residual of the
+    least-squares problem ``min ||c1 + B1^T s - c2 - B2^T t||``: with ``v = c2 - c1``,
+    ``M = [B1; B2]`` and ``G = M M^T`` it is ``||v||^2 - (M v)^T G^+ (M v)``. Parallel or
+    intersecting directions make ``G`` singular; the pseudo-inverse (eigenvalues below
+    ``rtol`` x 2 dropped) still gives the exact residual.
+    """
+    c1, b1 = np.asarray(offsets1, np.float64), np.asarray(bases1, np.float64)
+    c2, b2 = np.asarray(offsets2, np.float64), np.asarray(bases2, np.float64)
+    _check_subspaces(c1, b1)
+    _check_subspaces(c2, b2)
+    t1, t2 = torch.from_numpy(b1), torch.from_numpy(b2)
+    k1 = canonical_offsets(torch.from_numpy(c1), t1)
+    k2 = canonical_offsets(torch.from_numpy(c2), t2)
+    m1, m2 = b1.shape[1], b2.shape[1]
+    out = np.empty((len(c1), len(c2)), np.float64)
+    rows = max(1, chunk_pairs // max(1, len(c2)))
+    eye1, eye2 = torch.eye(m1, dtype=torch.float64), torch.eye(m2, dtype=torch.float64)
+    sq1, sq2 = k1.square().sum(1), k2.square().sum(1)
+    for i0 in range(0, len(c1), rows):
+        i1 = min(i0 + rows, len(c1))
+        cross = torch.einsum("iad,jbd->ijab", t1[i0:i1], t2)
+        s, p = cross.shape[:2]
+        g = torch.cat(
+            [
+                torch.cat([eye1.expand(s, p, m1, m1), cross], dim=3),
+                torch.cat([cross.transpose(2, 3), eye2.expand(s, p, m2, m2)], dim=3),
+            ],
+            dim=2,
+        )
+        # B1 v = B1 c2 (B1 k1 = 0); B2 v = -B2 k1 (B2 k2 = 0)
+        r = torch.cat([t1[i0:i1] @ k2.T, -torch.einsum("jbd,id->ijb", t2, k1[i0:i1]).permute(0, 2, 1)], dim=1)
+        r = r.permute(0, 2, 1)
+        v_sq = sq1[i0:i1, None] + sq2[None, :] - 2.0 * k1[i0:i1] @ k2.T
+        evals, evecs = torch.linalg.eigh(g)
+        inv = torch.where(evals > rtol * 2.0, 1.0 / evals.clamp(min=rtol), torch.zeros_like(evals))
+        proj = torch.einsum("ijab,ija->ijb", evecs, r)
+        out[i0:i1] = (v_sq - (proj.square() * inv).sum(-1)).clamp(min=0.0).numpy()
+    return out
