@@ -1,0 +1,222 @@
+"""The ``vispriv`` command line.
+
+Every user error is one line on stderr (``error: ...``) and exit status 2; an
+interrupted matrix exits 130 after saying how to resume.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from harness.errors import VisprivError
+
+KINDS = ["dataset", "defense", "attack", "metric"]
+
+
+def _registry(strict: bool):  # type: ignore[no-untyped-def]
+    from harness.registry import load_registry
+
+    registry = load_registry(strict=strict)
+    for failure in registry.failures:
+        click.echo(f"warning: {failure.line()}", err=True)
+    return registry
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="vispriv")
+def cli() -> None:
+    """vispriv: an adversarial evaluation harness for visual privacy."""
+
+
+@cli.command()
+@click.option("--kind", type=click.Choice(KINDS), help="Only plugins of this kind.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--strict", is_flag=True, help="A plugin that fails to load is fatal.")
+def plugins(kind: str | None, as_json: bool, strict: bool) -> None:
+    """List registered plugins."""
+    from harness.plugin import plugin_info
+
+    registry = _registry(strict)
+    rows = []
+    for cls in registry.all(kind):
+        info = plugin_info(cls)
+        info["source"] = registry.source_of(cls)
+        rows.append(info)
+    if as_json:
+        payload = {"plugins": rows, "failures": [f.line() for f in registry.failures]}
+        click.echo(json.dumps(payload, indent=2))
+        return
+    for r in rows:
+        flow = f"{'/'.join(r['consumes']) or '-'} -> {'/'.join(r['produces']) or '-'}"
+        click.echo(f"{r['kind']:8} {r['name']:22} {r['scenario']:20} {r['version']:7} {flow:45} {r['source']}")
+
+
+@cli.command()
+@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--dry-run", is_flag=True, help="Print the cells and skip reasons; run nothing.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a config value.")
+@click.option("--resume", is_flag=True, help="Skip cells already FINISHED in MLflow with the same cell hash.")
+@click.option("--executor", default="local", show_default=True, help="local or ray.")
+@click.option("--ray-address", default=None, help="Join an existing Ray cluster (with --executor ray).")
+@click.option("--tracking-uri", default=None, help="MLflow tracking URI [default: sqlite:///mlflow.db].")
+@click.option("--cache-dir", default=None, help="Cache of expensive stages [default: the config's cache_dir].")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+@click.option("--strict", is_flag=True, help="A plugin that fails to load is fatal.")
+def matrix(
+    config: Path,
+    dry_run: bool,
+    overrides: tuple[str, ...],
+    resume: bool,
+    executor: str,
+    ray_address: str | None,
+    tracking_uri: str | None,
+    cache_dir: str | None,
+    quiet: bool,
+    strict: bool,
+) -> None:
+    """Run the attack x defense matrix described by CONFIG (YAML)."""
+    from harness.config import load_config
+
+    cfg = load_config(config, list(overrides))
+    _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, quiet, strict)
+
+
+def _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, quiet, strict):  # type: ignore[no-untyped-def]
+    from harness.matrix import build_matrix
+    from harness.runner import run_matrix
+    from harness.tracking import Tracker
+
+    registry = _registry(strict)
+    mx = build_matrix(cfg, registry)
+    if dry_run:
+        click.echo(f"{len(mx.cells)} cells in experiment {cfg.name!r} (seed {cfg.seed}):")
+        for cell in mx.cells:
+            metrics = ",".join(m.name for m in cell.metrics) or "-"
+            click.echo(f"  run   {cell.hash}  {cell.label}  [metrics: {metrics}]")
+        for skip in mx.skipped:
+            click.echo(f"  skip  {skip.line()}")
+        return None
+    tracker = Tracker(tracking_uri)
+    options = {"address": ray_address} if executor == "ray" else {}
+    result = run_matrix(cfg, mx, tracker, resume=resume, executor=executor, executor_options=options,
+                        quiet=quiet, cache_dir=cache_dir)
+    click.echo(
+        f"{len(result.finished)} cells finished, {len(result.failed)} failed, {len(result.resumed)} already done "
+        f"(--resume), {len(mx.skipped)} pairs skipped; parent run {result.parent_run_id}"
+    )
+    for cell, outcome in result.failed:
+        click.echo(f"  FAILED {cell.label}: {outcome.error.splitlines()[0] if outcome.error else ''}", err=True)
+    click.echo(f"browse: {_ui_command(tracker.uri)}")
+    return result
+
+
+@cli.command()
+@click.option("--experiment", default="vispriv", show_default=True, help="MLflow experiment (the config's name).")
+@click.option("--metric", "metrics", multiple=True, help="Metric to pivot (repeatable); default: all.")
+@click.option("--format", "formats", multiple=True, type=click.Choice(["md", "csv", "html"]), help="Repeatable.")
+@click.option("--out", "out_dir", default="reports", show_default=True, type=click.Path(path_type=Path))
+@click.option("--curve", "curves", multiple=True, metavar="X:Y[:GROUP,...]",
+              help="Plot metric Y against param X, one line per attack and GROUP params.")
+@click.option("--parent", default=None, help="Only cells of this parent run.")
+@click.option("--tracking-uri", default=None)
+@click.option("--no-log", is_flag=True, help="Do not log the report on the parent run.")
+def report(experiment, metrics, formats, out_dir, curves, parent, tracking_uri, no_log):  # type: ignore[no-untyped-def]
+    """Pivot attack x defense tables (with heatmaps) from MLflow."""
+    from harness.report import write_report
+    from harness.tracking import Tracker
+
+    parsed = []
+    for spec in curves:
+        parts = spec.split(":")
+        if len(parts) not in (2, 3):
+            raise VisprivError(f"--curve {spec!r}: expected X:Y or X:Y:GROUP1,GROUP2")
+        parsed.append((parts[0], parts[1], parts[2].split(",") if len(parts) == 3 and parts[2] else []))
+    command = "vispriv report " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    files = write_report(
+        Tracker(tracking_uri), experiment, out_dir, list(metrics) or None, list(formats) or ["md"], parsed,
+        parent_id=parent, command=command.strip(), log_to_parent=not no_log,
+    )
+    if "md" in (formats or ["md"]):
+        click.echo(files.markdown)
+    for f in files.files:
+        click.echo(f"wrote {f}")
+
+
+def _ui_command(uri: str) -> str:
+    return f"mlflow ui --backend-store-uri {uri} --port 5000"
+
+
+@cli.command()
+@click.option("--tracking-uri", default=None)
+@click.option("--start", is_flag=True, help="Start the UI instead of printing the command.")
+def ui(tracking_uri: str | None, start: bool) -> None:
+    """Print (or start) the MLflow UI command for the store."""
+    from harness.tracking import default_tracking_uri
+
+    command = _ui_command(tracking_uri or default_tracking_uri())
+    if not start:
+        click.echo(command)
+        return
+    os.execvp("mlflow", shlex.split(command))
+
+
+@cli.command()
+@click.option("--tracking-uri", default=None)
+@click.option("--cache-dir", default=None)
+@click.option("--quiet", is_flag=True)
+@click.option("--out", "out_dir", default="reports/demo", show_default=True, type=click.Path(path_type=Path))
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE")
+def demo(tracking_uri, cache_dir, quiet, out_dir, overrides):  # type: ignore[no-untyped-def]
+    """Run the default matrix on bundled data and print the result tables."""
+    from harness.config import apply_overrides, read_yaml, validate_config
+    from harness.report import write_report
+    from harness.tracking import Tracker
+
+    path = Path(__file__).parent / "configs" / "demo.yaml"
+    cfg = validate_config(apply_overrides(read_yaml(path), list(overrides)), source=str(path))
+    _run(cfg, False, True, "local", None, tracking_uri, cache_dir, quiet, False)
+    files = write_report(Tracker(tracking_uri), cfg.name, out_dir, None, ["md", "html"],
+                         command="vispriv demo")
+    click.echo(files.markdown)
+    click.echo(f"HTML report: {out_dir / 'report.html'}")
+
+
+@cli.command("new-plugin")
+@click.argument("name")
+@click.option("--kind", type=click.Choice(["defense", "attack", "metric", "dataset"]), required=True)
+@click.option("--dir", "directory", default=".", type=click.Path(file_okay=False, path_type=Path))
+def new_plugin(name: str, kind: str, directory: Path) -> None:
+    """Scaffold a separate, installable plugin package NAME."""
+    from harness.scaffold import scaffold
+
+    root = scaffold(name, kind, directory)
+    click.echo(f"created {root}; install it with: pip install -e {root}")
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except VisprivError as exc:
+        from harness.runner import MatrixInterrupted
+
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(130 if isinstance(exc, MatrixInterrupted) else 2)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""The matrix config file: YAML, ``--set key=value`` overrides, validation.
+
+A config names the experiment, the matrix seed and lists of dataset, defense and attack
+entries. Each entry is ``{name: PLUGIN, **params}``; an attack entry may instead be a
+chain ``{chain: [STAGE, STAGE, ...]}`` whose stages are names or entries. A list given
+for a parameter whose type is not a list is a sweep (``m: [2, 4, 8]``); for list-typed
+parameters a list of lists is a sweep. See docs/config.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from harness.errors import ConfigError
+
+TOP_LEVEL_KEYS = ("name", "seed", "datasets", "defenses", "attacks", "metrics", "cache_dir", "description")
+
+
+class MatrixConfig(BaseModel):
+    """A validated matrix config (plugin parameters are validated later, per plugin)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "vispriv"
+    description: str = ""
+    seed: int = 0
+    datasets: list[dict[str, Any] | str] = Field(min_length=1)
+    defenses: list[dict[str, Any] | str] = Field(min_length=1)
+    attacks: list[dict[str, Any] | str] = Field(min_length=1)
+    metrics: list[str] | None = None
+    cache_dir: str = ".vispriv-cache"
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """Parse a YAML mapping, or raise one-line :class:`ConfigError`."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"config {path} is not valid YAML{where}: {problem}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config {path} must be a YAML mapping with keys {', '.join(TOP_LEVEL_KEYS)}")
+    return data
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``key.path=value`` overrides; list items are addressed by index (``defenses.1.m=4``).
+
+    The value is parsed as YAML, so ``m=[2,4]`` sets a sweep and ``epsilon=.inf`` infinity.
+    """
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. seed=3 or defenses.0.m=4")
+        key, raw = item.split("=", 1)
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            value = raw
+        parts = key.strip().split(".")
+        node: Any = data
+        for i, part in enumerate(parts[:-1]):
+            node = _step(node, part, ".".join(parts[: i + 1]), item)
+        last = parts[-1]
+        if isinstance(node, list):
+            index = _index(node, last, key, item)
+            node[index] = value
+        elif isinstance(node, dict):
+            node[last] = value
+        else:
+            raise ConfigError(f"--set {item!r}: {'.'.join(parts[:-1])} is not a mapping or list")
+    return data
+
+
+def _step(node: Any, part: str, where: str, item: str) -> Any:
+    if isinstance(node, list):
+        return node[_index(node, part, where, item)]
+    if isinstance(node, dict):
+        if part not in node:
+            node[part] = {}
+        return node[part]
+    raise ConfigError(f"--set {item!r}: {where} is not a mapping or list")
+
+
+def _index(node: list[Any], part: str, where: str, item: str) -> int:
+    try:
+        index = int(part)
+        node[index]
+    except (ValueError, IndexError):
+        raise ConfigError(f"--set {item!r}: {where} needs an index 0..{len(node) - 1}") from None
+    return index
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> MatrixConfig:
+    """Read, override and validate a matrix config."""
+    data = apply_overrides(read_yaml(path), overrides or [])
+    return validate_config(data, source=str(path))
+
+
+def validate_config(data: dict[str, Any], source: str = "config") -> MatrixConfig:
+    """Validate top-level keys, reporting the first problem in one line."""
+    unknown = [k for k in data if k not in TOP_LEVEL_KEYS]
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown key {unknown[0]!r}; allowed top-level keys: {', '.join(TOP_LEVEL_KEYS)}"
+        )
+    try:
+        return MatrixConfig(**data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {format_validation_error(exc)}") from None
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """The first pydantic error as ``field: message (got value)``."""
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err.get("loc", ())) or "value"
+    got = err.get("input")
+    got_text = "" if err.get("type") == "missing" else f" (got {got!r})"
+    return f"{loc}: {err.get('msg', 'invalid')}{got_text}"

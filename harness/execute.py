@@ -1,0 +1,137 @@
+"""Execution of one matrix cell, independent of MLflow (so any executor can run it).
+
+Stages that several cells share (a dataset's scene, a defense's release) are computed
+once per process and kept in a small in-memory memo keyed by the stage key; each stage
+gets its own seed derived from the matrix seed and its key, so a shared stage is the
+same whichever cell computes it first.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from harness.cache import Cache
+from harness.context import CellContext
+from harness.matrix import Cell
+from harness.payloads import Payload
+from harness.plugin import AttackResult, Protected
+
+_MEMO: OrderedDict[str, Any] = OrderedDict()
+_MEMO_SIZE = 8
+
+
+def _memo(key: str, compute: Any) -> Any:
+    if key in _MEMO:
+        _MEMO.move_to_end(key)
+        return _MEMO[key]
+    value = compute()
+    _MEMO[key] = value
+    while len(_MEMO) > _MEMO_SIZE:
+        _MEMO.popitem(last=False)
+    return value
+
+
+def clear_memo() -> None:
+    _MEMO.clear()
+
+
+@dataclass
+class CellOutcome:
+    """What running one cell gave: metrics with directions, an artifact folder, or an error."""
+
+    status: str  # FINISHED or FAILED
+    metrics: dict[str, float] = field(default_factory=dict)
+    higher_is_better: dict[str, bool] = field(default_factory=dict)
+    artifact_dir: str | None = None
+    error: str = ""
+    traceback: str = ""
+    seconds: float = 0.0
+
+
+def run_cell(cell: Cell, cache_dir: str | None, artifact_dir: str, quiet: bool = True) -> CellOutcome:
+    """Run ``cell`` and score it; exceptions become a FAILED outcome with the traceback."""
+    start = time.perf_counter()
+    art = Path(artifact_dir)
+    art.mkdir(parents=True, exist_ok=True)
+    base = CellContext(seed=cell.seed, cache=Cache(cache_dir), artifact_dir=art, quiet=quiet)
+    try:
+        metrics, directions = _run(cell, base)
+        status, error, tb = "FINISHED", "", ""
+    except Exception as exc:  # noqa: BLE001 -- a failing cell is recorded, the matrix goes on
+        metrics, directions = {}, {}
+        status, error, tb = "FAILED", f"{type(exc).__name__}: {exc}", traceback.format_exc()
+    return CellOutcome(
+        status=status,
+        metrics=metrics,
+        higher_is_better=directions,
+        artifact_dir=str(art),
+        error=error,
+        traceback=tb,
+        seconds=time.perf_counter() - start,
+    )
+
+
+def _run(cell: Cell, base: CellContext) -> tuple[dict[str, float], dict[str, bool]]:
+    metrics: dict[str, float] = {}
+    directions: dict[str, bool] = {}
+    d_key, p_key = cell.dataset_key(), cell.defense_key()
+    scene = _memo(d_key, lambda: cell.dataset.instance().load(base.with_seed(cell.seed_for(d_key))))  # type: ignore[attr-defined]
+    protected: Protected = _memo(
+        p_key,
+        lambda: cell.defense.instance().protect(scene.private, scene.public, base.with_seed(cell.seed_for(p_key))),  # type: ignore[attr-defined]
+    )
+    for name, value in protected.utility.items():
+        metrics[f"utility/{name}"] = float(value)
+        directions[f"utility/{name}"] = protected.utility_directions.get(name, True)
+
+    release: Payload = protected.release
+    multi = len(cell.attack) > 1
+    for i, (stage, key) in enumerate(zip(cell.attack, cell.attack_keys())):
+        if not isinstance(release, stage.cls.consumes):
+            wanted = "/".join(t.__name__ for t in stage.cls.consumes)
+            raise TypeError(f"attack {stage.name} needs {wanted}, got {type(release).__name__}")
+        ctx = base.with_seed(cell.seed_for(key))
+        if multi and base.artifact_dir is not None:
+            ctx = replace(ctx, artifact_dir=base.artifact_dir / f"{i}-{stage.name}")
+        result: AttackResult = stage.instance().attack(release, scene.public, ctx)  # type: ignore[attr-defined]
+        prefix = f"attack/{stage.name}/" if multi else "attack/"
+        for name, value in result.metrics.items():
+            metrics[prefix + name] = float(value)
+            directions[prefix + name] = result.metric_directions.get(name, True)
+        _score(cell, protected.truth, result, base, metrics, directions)
+        if i + 1 < len(cell.attack):
+            release = _next_release(result, stage.name, cell.attack[i + 1].cls)
+    return metrics, directions
+
+
+def _score(
+    cell: Cell,
+    truth: dict[str, Payload],
+    result: AttackResult,
+    ctx: CellContext,
+    metrics: dict[str, float],
+    directions: dict[str, bool],
+) -> None:
+    for key, estimate in result.estimate.items():
+        if key not in truth:
+            continue
+        for metric_cls in cell.metrics:
+            truth_types = metric_cls.truth_types or metric_cls.consumes
+            if isinstance(estimate, metric_cls.consumes) and isinstance(truth[key], truth_types):
+                for name, value in metric_cls().score(truth[key], estimate, ctx).items():
+                    metrics[f"{key}/{name}"] = float(value)
+                    directions[f"{key}/{name}"] = metric_cls.higher_is_better.get(name, True)
+
+
+def _next_release(result: AttackResult, name: str, nxt: Any) -> Payload:
+    """The payload of ``result.estimate`` that the next stage of a chain consumes."""
+    for payload in result.estimate.values():
+        if isinstance(payload, nxt.consumes):
+            return payload
+    wanted = "/".join(t.__name__ for t in nxt.consumes)
+    raise TypeError(f"chain: {name} produced no {wanted} for {nxt.name}")

@@ -1,0 +1,297 @@
+"""Expand a matrix config into cells (dataset x defense x attack chain) and explain skips.
+
+Pairing is by payload type: a defense runs on a dataset when one of the dataset's
+``produces`` types is a subclass of one of the defense's ``consumes`` types; an attack
+runs against a defense when the defense's release type fits the attack's ``consumes``;
+a chain's stage ``i+1`` consumes what stage ``i`` produces. Every pair that is not run
+gets a one-line reason.
+"""
+
+from __future__ import annotations
+
+import itertools
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from harness.config import MatrixConfig, format_validation_error
+from harness.errors import ConfigError, PluginError
+from harness.hashing import derive_seed, stable_hash
+from harness.plugin import Metric, PluginConfig, _Plugin
+from harness.registry import Registry
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One configured plugin: its class and validated config."""
+
+    cls: type[_Plugin]
+    config: PluginConfig
+
+    @property
+    def name(self) -> str:
+        return self.cls.name
+
+    def key(self) -> list[Any]:
+        return [self.cls.kind, self.cls.name, self.cls.scenario, self.cls.version, self.config.model_dump(mode="json")]
+
+    def overrides(self) -> dict[str, Any]:
+        """Parameters that differ from the plugin's defaults."""
+        default = self.cls.Config().model_dump(mode="json")
+        mine = self.config.model_dump(mode="json")
+        return {k: v for k, v in mine.items() if default.get(k) != v}
+
+    def label(self) -> str:
+        """``name`` or ``name(k=v,...)`` with the non-default parameters."""
+        params = ",".join(f"{k}={_short(v)}" for k, v in sorted(self.overrides().items()))
+        return f"{self.name}({params})" if params else self.name
+
+    def instance(self) -> _Plugin:
+        return self.cls(self.config)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (list, tuple)):
+        return "[" + "/".join(_short(v) for v in value) + "]"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of the matrix: a dataset, a defense and an attack chain."""
+
+    dataset: Stage
+    defense: Stage
+    attack: tuple[Stage, ...]
+    metrics: tuple[type[Metric], ...]
+    matrix_seed: int
+
+    @property
+    def scenario(self) -> str:
+        return self.dataset.cls.scenario if self.dataset.cls.scenario != "any" else self.defense.cls.scenario
+
+    def dataset_key(self) -> str:
+        return stable_hash(self.dataset.key())
+
+    def defense_key(self) -> str:
+        return stable_hash(self.dataset_key(), self.defense.key())
+
+    def attack_keys(self) -> list[str]:
+        keys, previous = [], self.defense_key()
+        for stage in self.attack:
+            previous = stable_hash(previous, stage.key())
+            keys.append(previous)
+        return keys
+
+    @property
+    def hash(self) -> str:
+        """Content hash of everything that determines the cell's result."""
+        metric_keys = sorted([m.name, m.version] for m in self.metrics)
+        return stable_hash(self.attack_keys()[-1], metric_keys, self.matrix_seed)
+
+    def seed_for(self, stage_key: str) -> int:
+        return derive_seed(self.matrix_seed, stage_key)
+
+    @property
+    def seed(self) -> int:
+        return derive_seed(self.matrix_seed, self.hash)
+
+    @property
+    def attack_label(self) -> str:
+        return " > ".join(s.label() for s in self.attack)
+
+    @property
+    def defense_label(self) -> str:
+        return self.defense.label()
+
+    @property
+    def label(self) -> str:
+        return f"{self.dataset.label()} | {self.defense_label} | {self.attack_label}"
+
+    def params(self) -> dict[str, Any]:
+        """Flat immutable configuration, logged as MLflow params."""
+        out: dict[str, Any] = {"dataset": self.dataset.name, "defense": self.defense.name, "attack": " > ".join(s.name for s in self.attack)}
+        for prefix, stage in [("dataset", self.dataset), ("defense", self.defense)]:
+            for k, v in stage.config.model_dump(mode="json").items():
+                out[f"{prefix}.{k}"] = v
+        for i, stage in enumerate(self.attack):
+            prefix = "attack" if len(self.attack) == 1 else f"attack.{i}.{stage.name}"
+            for k, v in stage.config.model_dump(mode="json").items():
+                out[f"{prefix}.{k}"] = v
+        return out
+
+
+@dataclass
+class Skip:
+    """A pair the matrix does not run, and why."""
+
+    what: str
+    reason: str
+
+    def line(self) -> str:
+        return f"{self.what}: {self.reason}"
+
+
+@dataclass
+class Matrix:
+    cells: list[Cell] = field(default_factory=list)
+    skipped: list[Skip] = field(default_factory=list)
+
+
+# -- expansion of entries into configured stages -------------------------------------
+def _is_list_type(annotation: Any) -> bool:
+    origin = typing.get_origin(annotation)
+    if origin in (list, tuple, set, frozenset):
+        return True
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        return any(_is_list_type(a) for a in typing.get_args(annotation))
+    return annotation in (list, tuple)
+
+
+def expand_entry(registry: Registry, kind: str, entry: Any, scenario: str | None = None) -> list[Stage]:
+    """All configured stages of one entry (more than one when it sweeps a parameter)."""
+    if isinstance(entry, str):
+        entry = {"name": entry}
+    if not isinstance(entry, dict) or "name" not in entry:
+        raise ConfigError(f"each {kind} entry needs a 'name'; got {entry!r}")
+    params = {k: v for k, v in entry.items() if k != "name"}
+    cls = registry.get(kind, str(entry["name"]), scenario)
+    fields = cls.Config.model_fields
+    unknown = [k for k in params if k not in fields]
+    if unknown:
+        allowed = ", ".join(sorted(fields)) or "none (this plugin takes no parameters)"
+        raise ConfigError(f"{kind} {cls.name!r}: unknown key {unknown[0]!r}; allowed: {allowed}")
+    axes: list[list[tuple[str, Any]]] = []
+    for key, value in params.items():
+        annotation = fields[key].annotation
+        sweep = isinstance(value, list) and (
+            not _is_list_type(annotation) or (len(value) > 0 and all(isinstance(v, list) for v in value))
+        )
+        if sweep and len(value) == 0:
+            raise ConfigError(f"{kind} {cls.name!r}: sweep over {key!r} is empty")
+        axes.append([(key, v) for v in value] if sweep else [(key, value)])
+    stages = []
+    for combo in itertools.product(*axes) if axes else [()]:
+        try:
+            config = cls.Config(**dict(combo))
+        except ValidationError as exc:
+            raise ConfigError(f"{kind} {cls.name!r}: {format_validation_error(exc)}") from None
+        stages.append(Stage(cls, config))
+    return stages
+
+
+def _fits(produced: tuple[type, ...], consumed: tuple[type, ...]) -> bool:
+    return any(issubclass(p, c) for p in produced for c in consumed)
+
+
+def _names(types: tuple[type, ...]) -> str:
+    return "/".join(t.__name__ for t in types) or "nothing"
+
+
+def _resolve_scenario(registry: Registry, kind: str, entry: Any, scenario: str) -> tuple[list[Stage] | None, str]:
+    """Stages of an entry for a dataset's scenario, or (None, reason) when the name lives elsewhere."""
+    name = entry if isinstance(entry, str) else (entry.get("name") if isinstance(entry, dict) else None)
+    by_scenario = registry.plugins[kind].get(str(name), {}) if name is not None else {}
+    if by_scenario and scenario not in by_scenario and "any" not in by_scenario and scenario != "any":
+        return None, f"belongs to scenario {', '.join(sorted(by_scenario))}, the dataset is {scenario}"
+    return expand_entry(registry, kind, entry, scenario if scenario != "any" else None), ""
+
+
+def _attack_entries(entry: Any) -> list[Any]:
+    if isinstance(entry, dict) and "chain" in entry:
+        extra = [k for k in entry if k != "chain"]
+        if extra:
+            raise ConfigError(f"attack chain entry takes only 'chain'; got also {extra[0]!r}")
+        stages = entry["chain"]
+        if not isinstance(stages, list) or not stages:
+            raise ConfigError("attack 'chain' must be a non-empty list of attack names or entries")
+        return stages
+    return [entry]
+
+
+def build_matrix(config: MatrixConfig, registry: Registry) -> Matrix:
+    """Expand ``config`` into cells; every incompatible combination becomes a :class:`Skip`."""
+    matrix = Matrix()
+    wanted_metrics = _select_metrics(config, registry)
+    datasets = [s for entry in config.datasets for s in expand_entry(registry, "dataset", entry)]
+    for dataset in datasets:
+        scenario = dataset.cls.scenario
+        for d_entry in config.defenses:
+            d_stages, why = _resolve_scenario(registry, "defense", d_entry, scenario)
+            if d_stages is None:
+                matrix.skipped.append(Skip(f"{dataset.label()} x defense {_entry_name(d_entry)}", why))
+                continue
+            for defense in d_stages:
+                if not _fits(dataset.cls.produces, defense.cls.consumes):
+                    matrix.skipped.append(
+                        Skip(
+                            f"{dataset.label()} x {defense.label()}",
+                            f"needs {_names(defense.cls.consumes)}, {dataset.name} produces {_names(dataset.cls.produces)}",
+                        )
+                    )
+                    continue
+                for a_entry in config.attacks:
+                    _add_attack(matrix, registry, config, dataset, defense, a_entry, wanted_metrics)
+    if not matrix.cells and not matrix.skipped:
+        raise ConfigError("the config yields no cells")
+    return matrix
+
+
+def _entry_name(entry: Any) -> str:
+    if isinstance(entry, dict):
+        if "chain" in entry:
+            return " > ".join(_entry_name(e) for e in entry["chain"])
+        return str(entry.get("name"))
+    return str(entry)
+
+
+def _add_attack(
+    matrix: Matrix,
+    registry: Registry,
+    config: MatrixConfig,
+    dataset: Stage,
+    defense: Stage,
+    a_entry: Any,
+    wanted_metrics: list[type[Metric]] | None,
+) -> None:
+    scenario = dataset.cls.scenario if dataset.cls.scenario != "any" else defense.cls.scenario
+    per_stage: list[list[Stage]] = []
+    for stage_entry in _attack_entries(a_entry):
+        stages, why = _resolve_scenario(registry, "attack", stage_entry, scenario)
+        if stages is None:
+            matrix.skipped.append(Skip(f"{defense.label()} x attack {_entry_name(stage_entry)}", why))
+            return
+        per_stage.append(stages)
+    for chain in itertools.product(*per_stage):
+        what = f"{defense.label()} x {' > '.join(s.label() for s in chain)}"
+        produced = defense.cls.produces
+        reason = ""
+        for i, stage in enumerate(chain):
+            if not _fits(produced, stage.cls.consumes):
+                source = defense.name if i == 0 else chain[i - 1].name
+                reason = f"{stage.name}: needs {_names(stage.cls.consumes)}, {source} produces {_names(produced)}"
+                break
+            produced = stage.cls.produces
+        if reason:
+            matrix.skipped.append(Skip(what, reason))
+            continue
+        produced_all = tuple(t for s in chain for t in s.cls.produces)
+        pool = wanted_metrics if wanted_metrics is not None else [c for c in registry.all("metric")]
+        metrics = tuple(m for m in pool if _fits(produced_all, m.consumes))
+        matrix.cells.append(Cell(dataset, defense, tuple(chain), metrics, config.seed))
+
+
+def _select_metrics(config: MatrixConfig, registry: Registry) -> list[type[Metric]] | None:
+    if config.metrics is None:
+        return None
+    out = []
+    for name in config.metrics:
+        try:
+            out.append(registry.get("metric", name))
+        except PluginError as exc:
+            raise ConfigError(str(exc)) from None
+    return out

@@ -1,0 +1,335 @@
+"""Reports from the MLflow store: attack x defense pivots (md/csv/html), heatmaps, curves.
+
+Rows are the latest FINISHED cell run per cell hash in an experiment (or in one parent
+run). Each table pivots one metric: a row per attack (chain), a column per defense (with
+the dataset when a matrix has several). Where a metric has a standard error
+(``<metric>_se``) the table shows ``mean ± se``. In heatmaps green is the better end of
+the metric's own direction (the run's ``vispriv.higher_is_better`` tag), which each
+title states.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import VisprivError
+from harness.tracking import Tracker
+
+
+@dataclass
+class CellRow:
+    run_id: str
+    scenario: str
+    dataset: str
+    defense: str
+    attack: str
+    params: dict[str, str]
+    metrics: dict[str, float]
+    higher_is_better: dict[str, bool]
+    artifact_uri: str
+    parent: str = ""
+
+    def column(self, with_dataset: bool) -> str:
+        return f"{self.dataset} | {self.defense}" if with_dataset else self.defense
+
+
+@dataclass
+class Pivot:
+    metric: str
+    scenario: str
+    rows: list[str]
+    cols: list[str]
+    values: dict[tuple[str, str], float] = field(default_factory=dict)
+    errors: dict[tuple[str, str], float] = field(default_factory=dict)
+    higher_is_better: bool = True
+
+    def cell_text(self, r: str, c: str, digits: int = 3) -> str:
+        if (r, c) not in self.values:
+            return "–"
+        v = self.values[(r, c)]
+        text = _fmt(v, digits)
+        if (r, c) in self.errors:
+            text += f" ± {_fmt(self.errors[(r, c)], digits)}"
+        return text
+
+
+def _fmt(v: float, digits: int) -> str:
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    if v != 0 and (abs(v) >= 1e4 or abs(v) < 1e-3):
+        return f"{v:.{digits}g}"
+    return f"{v:.{digits}f}"
+
+
+def collect(tracker: Tracker, experiment: str, parent_id: str | None = None) -> list[CellRow]:
+    """Latest FINISHED cell run per cell hash."""
+    exp_id = tracker.experiment_id(experiment, create=False)
+    if exp_id is None:
+        names = [e.name for e in tracker.client.search_experiments()]
+        raise VisprivError(f"no experiment {experiment!r} in {tracker.uri}; experiments: {', '.join(names) or 'none'}")
+    seen: set[str] = set()
+    out = []
+    for run in tracker.cell_runs(exp_id, status="FINISHED", parent_id=parent_id):
+        tags = run.data.tags
+        h = tags.get("vispriv.cell_hash", run.info.run_id)
+        if h in seen:
+            continue
+        seen.add(h)
+        out.append(
+            CellRow(
+                run_id=run.info.run_id,
+                scenario=tags.get("vispriv.scenario", "?"),
+                dataset=tags.get("vispriv.dataset", "?"),
+                defense=tags.get("vispriv.defense", "?"),
+                attack=tags.get("vispriv.attack", "?"),
+                params=dict(run.data.params),
+                metrics=dict(run.data.metrics),
+                higher_is_better=json.loads(tags.get("vispriv.higher_is_better", "{}")),
+                artifact_uri=run.info.artifact_uri,
+                parent=tags.get("mlflow.parentRunId", ""),
+            )
+        )
+    return out
+
+
+def metric_names(rows: list[CellRow]) -> list[str]:
+    names = sorted({m for r in rows for m in r.metrics if not m.endswith("_se")})
+    return names
+
+
+def resolve_metric(rows: list[CellRow], wanted: str) -> list[str]:
+    """Full metric names matching ``wanted`` (exact, or as the last path component)."""
+    names = metric_names(rows)
+    if wanted in names:
+        return [wanted]
+    matches = [n for n in names if n.split("/")[-1] == wanted]
+    if not matches:
+        raise VisprivError(f"no metric {wanted!r} in these runs; metrics: {', '.join(names) or 'none'}")
+    return matches
+
+
+def pivot(rows: list[CellRow], metric: str) -> list[Pivot]:
+    """One pivot per scenario that has ``metric``."""
+    by_scenario: dict[str, list[CellRow]] = defaultdict(list)
+    for r in rows:
+        if metric in r.metrics:
+            by_scenario[r.scenario].append(r)
+    out = []
+    for scenario, rs in sorted(by_scenario.items()):
+        with_dataset = len({r.dataset for r in rs}) > 1
+        attacks = _ordered(r.attack for r in rs)
+        defenses = _ordered(r.column(with_dataset) for r in rs)
+        p = Pivot(metric, scenario, attacks, defenses)
+        p.higher_is_better = next((r.higher_is_better.get(metric, True) for r in rs), True)
+        for r in rs:
+            key = (r.attack, r.column(with_dataset))
+            p.values[key] = r.metrics[metric]
+            if metric + "_se" in r.metrics:
+                p.errors[key] = r.metrics[metric + "_se"]
+        out.append(p)
+    return out
+
+
+def _ordered(items: Any) -> list[str]:
+    seen: dict[str, None] = {}
+    for i in items:
+        seen.setdefault(i, None)
+    return sorted(seen, key=lambda s: (s != "none", s))
+
+
+# -- rendering ------------------------------------------------------------------------
+def to_markdown(p: Pivot) -> str:
+    arrow = "higher is better" if p.higher_is_better else "lower is better"
+    lines = [f"**{p.metric}** ({p.scenario}; {arrow}) — rows: attack, columns: defense", ""]
+    lines.append("| attack \\ defense | " + " | ".join(p.cols) + " |")
+    lines.append("|---|" + "---|" * len(p.cols))
+    for r in p.rows:
+        lines.append(f"| {r} | " + " | ".join(p.cell_text(r, c) for c in p.cols) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(p: Pivot) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["scenario", "metric", "attack", "defense", "value", "se"])
+    for (r, c), v in p.values.items():
+        w.writerow([p.scenario, p.metric, r, c, v, p.errors.get((r, c), "")])
+    return buf.getvalue()
+
+
+def to_html_table(p: Pivot) -> str:
+    arrow = "higher is better" if p.higher_is_better else "lower is better"
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in p.cols)
+    body = []
+    for r in p.rows:
+        cells = "".join(f"<td>{html.escape(p.cell_text(r, c))}</td>" for c in p.cols)
+        body.append(f"<tr><th>{html.escape(r)}</th>{cells}</tr>")
+    return (
+        f"<h3>{html.escape(p.metric)} <small>({html.escape(p.scenario)}; {arrow})</small></h3>"
+        f"<table><tr><th>attack \\ defense</th>{head}</tr>{''.join(body)}</table>"
+    )
+
+
+def heatmap_png(p: Pivot, path: Path) -> Path:
+    """A heatmap of the pivot; green marks the better end of the metric's direction."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    grid = np.full((len(p.rows), len(p.cols)), np.nan)
+    for (r, c), v in p.values.items():
+        grid[p.rows.index(r), p.cols.index(c)] = v if math.isfinite(v) else np.nan
+    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(p.cols), 1.2 + 0.5 * len(p.rows)))
+    cmap = "RdYlGn" if p.higher_is_better else "RdYlGn_r"
+    im = ax.imshow(grid, cmap=cmap, aspect="auto")
+    ax.set_xticks(range(len(p.cols)), [c[:28] for c in p.cols], rotation=30, ha="right", fontsize=7)
+    ax.set_yticks(range(len(p.rows)), [r[:40] for r in p.rows], fontsize=7)
+    for i, r in enumerate(p.rows):
+        for j, c in enumerate(p.cols):
+            if (r, c) in p.values:
+                ax.text(j, i, _fmt(p.values[(r, c)], 3), ha="center", va="center", fontsize=7)
+    arrow = "higher is better" if p.higher_is_better else "lower is better"
+    ax.set_title(f"{p.metric} ({p.scenario}; {arrow})", fontsize=9)
+    fig.colorbar(im, ax=ax, fraction=0.04)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def curve_png(rows: list[CellRow], x: str, y: str, group: list[str], path: Path) -> Path:
+    """Line plot of metric ``y`` against param ``x``, one line per attack and ``group`` params."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lines: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for r in rows:
+        if y not in r.metrics or x not in r.params:
+            continue
+        xv = _as_float(r.params[x])
+        if xv is None:
+            continue
+        label = ", ".join([r.attack] + [f"{g}={r.params.get(g, '?')}" for g in group])
+        lines[label].append((xv, r.metrics[y]))
+    if not lines:
+        raise VisprivError(f"no runs have both param {x!r} and metric {y!r}")
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for label, pts in sorted(lines.items()):
+        pts.sort()
+        finite = [(a, b) for a, b in pts if math.isfinite(a)]
+        ax.plot([a for a, _ in finite], [b for _, b in finite], marker="o", label=label[:60])
+        for a, b in pts:
+            if not math.isfinite(a):
+                ax.axhline(b, linestyle=":", linewidth=1, color=ax.lines[-1].get_color())
+    ax.set_xlabel(x + "  (dotted: x = inf)")
+    ax.set_ylabel(y)
+    ax.legend(fontsize=6)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _as_float(text: str) -> float | None:
+    try:
+        return float(json.loads(text)) if text not in ("inf", "Infinity") else math.inf
+    except (ValueError, TypeError):
+        try:
+            return float(text)
+        except ValueError:
+            return None
+
+
+@dataclass
+class ReportFiles:
+    files: list[Path]
+    markdown: str
+
+
+def write_report(
+    tracker: Tracker,
+    experiment: str,
+    out_dir: Path,
+    metrics: list[str] | None = None,
+    formats: list[str] | None = None,
+    curves: list[tuple[str, str, list[str]]] | None = None,
+    parent_id: str | None = None,
+    command: str = "",
+    log_to_parent: bool = True,
+) -> ReportFiles:
+    """Write tables, heatmaps and curves for ``experiment`` into ``out_dir``."""
+    formats = formats or ["md"]
+    rows = collect(tracker, experiment, parent_id)
+    if not rows:
+        raise VisprivError(f"experiment {experiment!r} has no FINISHED cell runs to report")
+    names: list[str] = []
+    for m in metrics or metric_names(rows):
+        names.extend(n for n in resolve_metric(rows, m) if n not in names)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files: list[Path] = []
+    md_parts = [f"# vispriv report: {experiment}\n"]
+    if command:
+        md_parts.append(f"Generated by `{command}` from {tracker.uri}.\n")
+    html_parts = []
+    csv_parts = []
+    for name in names:
+        for p in pivot(rows, name):
+            stem = f"{p.scenario}__{name}".replace("/", "_")
+            png = heatmap_png(p, out_dir / f"heatmap_{stem}.png")
+            files.append(png)
+            md_parts.append(to_markdown(p) + f"\n![{name}]({png.name})\n")
+            html_parts.append(to_html_table(p) + f'<img src="{html.escape(png.name)}" alt="{html.escape(name)}">')
+            csv_parts.append(to_csv(p))
+    for x, y, group in curves or []:
+        for yname in resolve_metric(rows, y):
+            png = curve_png(rows, x, yname, group, out_dir / f"curve_{yname.replace('/', '_')}_vs_{x}.png")
+            files.append(png)
+            md_parts.append(f"\n**{yname} vs {x}**\n\n![{yname} vs {x}]({png.name})\n")
+            html_parts.append(f"<h3>{html.escape(yname)} vs {html.escape(x)}</h3><img src=\"{png.name}\">")
+    markdown = "\n".join(md_parts)
+    if "md" in formats:
+        files.append(_write(out_dir / "report.md", markdown))
+    if "csv" in formats:
+        header, *_ = csv_parts[0].splitlines() if csv_parts else [""]
+        body = [line for part in csv_parts for line in part.splitlines()[1:]]
+        files.append(_write(out_dir / "report.csv", "\n".join([header, *body]) + "\n"))
+    if "html" in formats:
+        files.append(_write(out_dir / "report.html", _html_page(experiment, command, html_parts)))
+    if log_to_parent:
+        parents = tracker.parent_runs(str(tracker.experiment_id(experiment, create=False)))
+        if parents:
+            for f in files:
+                tracker.client.log_artifact(parents[0].info.run_id, str(f), artifact_path="report")
+    return ReportFiles(files, markdown)
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def _html_page(experiment: str, command: str, parts: list[str]) -> str:
+    style = (
+        "body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0}"
+        "td,th{border:1px solid #ccc;padding:4px 8px;font-size:13px}th{background:#f3f3f3}img{max-width:100%}"
+    )
+    cmd = f"<p>Generated by <code>{html.escape(command)}</code></p>" if command else ""
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>vispriv: {html.escape(experiment)}</title>"
+        f"<style>{style}</style></head><body><h1>vispriv report: {html.escape(experiment)}</h1>{cmd}"
+        + "".join(parts)
+        + "</body></html>"
+    )

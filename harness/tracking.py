@@ -1,0 +1,201 @@
+"""MLflow tracking: one experiment per config name, a parent run per matrix invocation,
+a child run per cell.
+
+Only the driver process talks to MLflow (executors return plain outcomes), so a sqlite
+store never sees concurrent writers. The default store is ``sqlite:///mlflow.db`` in the
+working directory; artifacts of a sqlite store live beside it in ``mlartifacts/``.
+
+Child runs carry
+  params   the cell's immutable configuration (``dataset.*``, ``defense.*``, ``attack.*``);
+  tags     ``vispriv.kind=cell``, scenario, plugin names and versions, labels, cell hash,
+           seed, git sha, device, and ``vispriv.higher_is_better`` (JSON: metric -> bool);
+  metrics  utility (``utility/...``), attack diagnostics (``attack/...``) and the scores of
+           metric plugins (``<key>/<metric>``, e.g. ``images/ssim``);
+  artifacts whatever the plugins wrote (grids, CSVs), ``traceback.txt`` for failed cells.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from harness.errors import TrackingError
+
+DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+CELL = "cell"
+MATRIX = "matrix"
+
+logging.getLogger("mlflow").setLevel(logging.WARNING)
+logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+def default_tracking_uri() -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI", DEFAULT_TRACKING_URI)
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI, else ``None``."""
+    if not uri.startswith("sqlite:"):
+        return None
+    parsed = urlparse(uri)
+    path = parsed.path
+    if uri.startswith("sqlite:////"):
+        return Path(path)
+    return Path(path.lstrip("/")) if path else None
+
+
+def git_sha() -> str:
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5, check=False
+        )
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+class Tracker:
+    """A thin layer over :class:`mlflow.MlflowClient` for the harness's run layout."""
+
+    def __init__(self, uri: str | None = None) -> None:
+        self.uri = uri or default_tracking_uri()
+        self._client = self._open()
+
+    def _open(self) -> Any:
+        db = sqlite_path(self.uri)
+        if db is not None:
+            parent = db.resolve().parent
+            if not parent.is_dir():
+                raise TrackingError(f"cannot open tracking store {self.uri}: folder {parent} does not exist")
+            if db.exists() and not os.access(db, os.W_OK):
+                raise TrackingError(f"cannot open tracking store {self.uri}: {db} is not writable")
+        elif "://" not in self.uri:
+            raise TrackingError(
+                f"tracking URI {self.uri!r} is not supported here; use sqlite:///PATH.db or http://HOST:PORT"
+            )
+        try:
+            from mlflow.tracking import MlflowClient
+
+            client = MlflowClient(tracking_uri=self.uri)
+            client.search_experiments(max_results=1)
+        except Exception as exc:  # noqa: BLE001 -- any backend failure is one line for the user
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise TrackingError(f"cannot open tracking store {self.uri}: {msg[:200]}") from None
+        return client
+
+    @property
+    def client(self) -> Any:
+        return self._client
+
+    def experiment_id(self, name: str, create: bool = True) -> str | None:
+        exp = self._client.get_experiment_by_name(name)
+        if exp is not None:
+            return exp.experiment_id
+        if not create:
+            return None
+        db = sqlite_path(self.uri)
+        location = None
+        if db is not None:
+            location = (db.resolve().parent / "mlartifacts" / name.replace("/", "_")).as_uri()
+        return self._client.create_experiment(name, artifact_location=location)
+
+    # -- runs ----------------------------------------------------------------------
+    def start_parent(self, experiment_id: str, name: str, tags: dict[str, str], params: dict[str, Any]) -> str:
+        run = self._client.create_run(
+            experiment_id, run_name=name, tags={"vispriv.kind": MATRIX, "vispriv.git_sha": git_sha(), **tags}
+        )
+        self.log_params(run.info.run_id, params)
+        return run.info.run_id
+
+    def start_child(self, experiment_id: str, parent_id: str, name: str, tags: dict[str, str]) -> str:
+        run = self._client.create_run(
+            experiment_id,
+            run_name=name,
+            tags={
+                "mlflow.parentRunId": parent_id,
+                "vispriv.kind": CELL,
+                "vispriv.git_sha": git_sha(),
+                "vispriv.host": platform.node(),
+                **tags,
+            },
+        )
+        return run.info.run_id
+
+    def log_params(self, run_id: str, params: dict[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(k, _param_value(v)) for k, v in params.items()]
+        for i in range(0, len(items), 100):
+            self._client.log_batch(run_id, params=items[i : i + 100])
+
+    def log_metrics(self, run_id: str, metrics: dict[str, float]) -> None:
+        import time
+
+        from mlflow.entities import Metric as MlflowMetric
+
+        now = int(time.time() * 1000)
+        items = [MlflowMetric(k, float(v), now, 0) for k, v in metrics.items() if _finite_or_inf(v)]
+        for i in range(0, len(items), 500):
+            self._client.log_batch(run_id, metrics=items[i : i + 500])
+
+    def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
+        for key, value in tags.items():
+            self._client.set_tag(run_id, key, value)
+
+    def log_artifacts(self, run_id: str, folder: Path) -> None:
+        if folder.is_dir() and any(folder.iterdir()):
+            self._client.log_artifacts(run_id, str(folder))
+
+    def log_text(self, run_id: str, text: str, name: str) -> None:
+        self._client.log_text(run_id, text, name)
+
+    def end(self, run_id: str, status: str) -> None:
+        self._client.set_terminated(run_id, status=status)
+
+    # -- queries -------------------------------------------------------------------
+    def finished_cell_hashes(self, experiment_id: str) -> set[str]:
+        runs = self.cell_runs(experiment_id, status="FINISHED")
+        return {r.data.tags.get("vispriv.cell_hash", "") for r in runs}
+
+    def cell_runs(self, experiment_id: str, status: str | None = None, parent_id: str | None = None) -> list[Any]:
+        clauses = [f"tags.`vispriv.kind` = '{CELL}'"]
+        if status:
+            clauses.append(f"attributes.status = '{status}'")
+        if parent_id:
+            clauses.append(f"tags.`mlflow.parentRunId` = '{parent_id}'")
+        return self._search(experiment_id, " and ".join(clauses))
+
+    def parent_runs(self, experiment_id: str) -> list[Any]:
+        return self._search(experiment_id, f"tags.`vispriv.kind` = '{MATRIX}'")
+
+    def _search(self, experiment_id: str, filter_string: str) -> list[Any]:
+        out, token = [], None
+        while True:
+            page = self._client.search_runs(
+                [experiment_id], filter_string=filter_string, max_results=1000, page_token=token,
+                order_by=["attributes.start_time DESC"],
+            )
+            out.extend(page)
+            token = page.token
+            if not token:
+                return out
+
+
+def _param_value(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= 6000 else text[:5997] + "..."
+
+
+def _finite_or_inf(value: Any) -> bool:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return False
+    return v == v
