@@ -291,3 +291,26 @@ def naive_omega_subset(
         codes[rows, cols] = rng.integers(0, 256, size=(len(rows), DESCRIPTOR_DIM), dtype=np.uint8)
     order = np.argsort(rng.random((n, m)), axis=1)
     return np.take_along_axis(codes, order[:, :, None], axis=1), u
+
+
+# --------------------------------------------------------------------------- simulated dictionary
+
+
+def jittered_dictionary(descriptors: np.ndarray, size: int, sigma: float, seed: int) -> np.ndarray:
+    """A SIMULATED dictionary of ``size`` distinct unit rows scattered around real descriptors.
+
+    Row i is ``normalise(descriptors[i mod N] + sigma * noise)`` with non-negative entries
+    (SIFT's orthant). Used where the bundled images cannot support the paper's |K| = 128k..1M
+    k-means centroids (benchmarks, large-|K| sweeps); it keeps the clustered geometry of real
+    SIFT, which is what an approximate index's recall depends on. Not the paper's k-means K.
+    """
+    base = check_queries(descriptors)
+    if len(base) == 0:
+        raise InputError("jittered_dictionary needs at least one real descriptor")
+    if size < 1 or sigma <= 0:
+        raise InputError(f"jittered_dictionary needs size >= 1 and sigma > 0; got size={size}, sigma={sigma}")
+    rng = np.random.default_rng(seed)
+    rows = base[np.arange(size) % len(base)] + sigma * rng.standard_normal((size, DESCRIPTOR_DIM)).astype(np.float32)
+    rows = np.maximum(rows, 0.0)
+    norm = np.linalg.norm(rows, axis=1, keepdims=True)
+    return np.ascontiguousarray(rows / np.maximum(norm, 1e-12), dtype=np.float32)
