@@ -1,0 +1,160 @@
+"""Levers of the inversion attack (issue 4, "How strong it has to be"), measured on 2 CPU cores.
+
+Trains the sparse-SIFT inversion U-Net on bundled public photos (scikit-image / scikit-learn
+samples; real photos, nothing simulated) under several settings and scores reconstructions
+of 128x128 crops of *held-out* photos (SSIM, scikit-image, data_range=1). Every condition
+is compared against the baseline condition on the same test crops (paired difference and
+its standard error) and against the mean-image predictor (the mean public crop).
+
+Run (each condition trains at most ``--minutes``; trained nets are cached in
+.vispriv-cache, so a rerun only evaluates)::
+
+    nice -n 10 .venv/bin/python benchmarks/inversion_levers.py --steps 500 --minutes 6
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import skimage.data as sd
+from skimage.transform import resize
+from sklearn.datasets import load_sample_images
+
+from harness import Cache, CellContext, Images
+from plugins.descriptor_release.inversion import InversionConfig, SparseFeatures, reconstruct, train_or_load
+from plugins.descriptor_release.inversion.data import variant_sets
+from plugins.descriptor_release.sift import SiftConfig, extract_features
+from plugins.metrics.image_quality import per_image_quality
+
+PUBLIC = ["astronaut", "camera", "coffee", "rocket", "brick", "grass", "gravel", "coins", "moon",
+          "hubble_deep_field", "immunohistochemistry", "cell", "motorcycle", "china"]
+TEST = ["chelsea", "flower", "motorcycle_right"]
+
+
+def photo(name: str, short: int) -> np.ndarray:
+    if name in ("china", "flower"):
+        im = load_sample_images().images[0 if name == "china" else 1]
+    elif name == "motorcycle":
+        im = sd.stereo_motorcycle()[0]
+    elif name == "motorcycle_right":
+        im = sd.stereo_motorcycle()[1]
+    else:
+        im = getattr(sd, name)()
+    im = np.asarray(im, np.float32)
+    im = im / 255.0 if im.max() > 1 else im
+    if im.ndim == 2:
+        im = np.repeat(im[..., None], 3, axis=-1)
+    im = im[..., :3]
+    h, w = im.shape[:2]
+    s = short / min(h, w)
+    return resize(im, (round(h * s), round(w * s)), anti_aliasing=True).astype(np.float32)
+
+
+def to_sparse(raw) -> SparseFeatures:
+    return SparseFeatures(raw.keypoints, raw.descriptors, raw.image_index, raw.image_ids, raw.image_size)
+
+
+def test_crops(short: int, crop: int, stride: int) -> Images:
+    crops, ids = [], []
+    for name in TEST:
+        im = photo(name, short)
+        for top in range(0, im.shape[0] - crop + 1, stride):
+            for left in range(0, im.shape[1] - crop + 1, stride):
+                crops.append(im[top : top + crop, left : left + crop])
+                ids.append(f"{name}-{top}-{left}")
+    return Images(np.stack(crops), ids)
+
+
+CONDITIONS = {
+    # name: (sift overrides, inversion overrides, photo short side, crop)
+    "base": ({}, {}, 128, 64),
+    "l1-only": ({}, {"ssim_weight": 0.0}, 128, 64),
+    "no-augment": ({}, {"flip": False, "keep_min": 1.0}, 128, 64),
+    "dense-step4": ({"detector": "dense", "dense_step": 4, "max_keypoints": 20000}, {}, 128, 64),
+    "res-128": ({}, {"crop": 128, "depth": 5, "width": 16}, 256, 128),
+}
+
+
+def run(name: str, minutes: float, steps: int, cache: Cache) -> dict:
+    sift_over, inv_over, short, crop = CONDITIONS[name]
+    sift = SiftConfig(**{"max_keypoints": 2000, **sift_over})
+    cfg = InversionConfig(**{"crop": crop, "steps": steps, "max_minutes": minutes, **inv_over})
+    ctx = CellContext(seed=0, cache=cache, quiet=True)
+    t0 = time.perf_counter()
+    sets = []
+    for p in PUBLIC:
+        for variant in variant_sets(Images(photo(p, short)[None], [p]), cfg.scales, cfg.flip):
+            sets.append((variant, to_sparse(extract_features(variant, sift, cache))))
+    test = test_crops(short, crop, crop // 4)
+    test_feats = to_sparse(extract_features(test, sift, cache))
+    t_extract = time.perf_counter() - t0
+    trained = train_or_load(sets, cfg, ctx, tag="levers")
+    recon = reconstruct(trained.net, test_feats)
+    ssim = np.array([r["ssim"] for r in per_image_quality(test, Images(recon, test.ids))])
+    mean_img = np.mean([s[0].images.mean(axis=(0, 1, 2)) for s in sets])  # not used for SSIM
+    grey_public = np.concatenate([s[0].images.mean(-1).reshape(-1) for s in sets])
+    const = np.full_like(recon, float(np.mean(grey_public)))
+    ssim_mean = np.array([r["ssim"] for r in per_image_quality(test, Images(const, test.ids))])
+    kp = np.bincount(test_feats.image_index, minlength=test_feats.n_images)
+    del mean_img
+    return {
+        "name": name, "ssim": ssim, "ssim_mean_image": ssim_mean, "kp_per_image": float(kp.mean()),
+        "extract_s": t_extract, "info": trained.info, "test": test, "recon": recon, "net": trained.net,
+        "test_feats": test_feats,
+    }
+
+
+def positions_only(result: dict) -> np.ndarray:
+    f = result["test_feats"]
+    blank = SparseFeatures(f.keypoints, np.full_like(f.features, 1 / np.sqrt(128)), f.image_index, f.image_ids, f.image_size)
+    rec = reconstruct(result["net"], blank)
+    return np.array([r["ssim"] for r in per_image_quality(result["test"], Images(rec, result["test"].ids))])
+
+
+def kmeans_nearest(result: dict, k: int = 256) -> np.ndarray:
+    import faiss
+
+    f = result["test_feats"]
+    km = faiss.Kmeans(128, k, niter=20, seed=0, spherical=True)
+    km.train(np.ascontiguousarray(f.features))
+    _, idx = km.index.search(np.ascontiguousarray(f.features), 1)
+    q = SparseFeatures(f.keypoints, km.centroids[idx[:, 0]], f.image_index, f.image_ids, f.image_size)
+    rec = reconstruct(result["net"], q)
+    return np.array([r["ssim"] for r in per_image_quality(result["test"], Images(rec, result["test"].ids))])
+
+
+def paired(a: np.ndarray, b: np.ndarray) -> str:
+    d = a - b
+    return f"{d.mean():+.4f} ± {d.std(ddof=1) / np.sqrt(len(d)):.4f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--conditions", default=",".join(CONDITIONS))
+    ap.add_argument("--minutes", type=float, default=6.0)
+    ap.add_argument("--steps", type=int, default=500)
+    ap.add_argument("--cache", default=".vispriv-cache")
+    args = ap.parse_args()
+    cache = Cache(args.cache)
+    base = None
+    print("| condition | keypoints/crop | test crops | SSIM | − mean-image (paired) | − base (paired) | images seen | images/s | train s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name in args.conditions.split(","):
+        r = run(name, args.minutes, args.steps, cache)
+        info = r["info"]
+        vs_base = paired(r["ssim"], base["ssim"]) if base is not None and len(base["ssim"]) == len(r["ssim"]) else "n/a"
+        print(f"| {name} | {r['kp_per_image']:.0f} | {len(r['ssim'])} | {r['ssim'].mean():.4f} ± {r['ssim'].std(ddof=1)/np.sqrt(len(r['ssim'])):.4f} "
+              f"| {paired(r['ssim'], r['ssim_mean_image'])} | {vs_base} | {info.get('train_images_seen', float('nan')):.0f} "
+              f"| {info.get('train_images_per_second', float('nan')):.1f} | {info.get('train_seconds', float('nan')):.0f} |", flush=True)
+        if name == "base":
+            base = r
+            po, km = positions_only(r), kmeans_nearest(r)
+            print(f"| base: mean image | | | {r['ssim_mean_image'].mean():.4f} | | | | | |")
+            print(f"| base: positions only (constant descriptor) | | | {po.mean():.4f} | | {paired(po, r['ssim'])} | | | |")
+            print(f"| base: k-means(256)-nearest descriptors | | | {km.mean():.4f} | | {paired(km, r['ssim'])} | | | |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,30 @@
+"""Direct image inversion: a U-Net that reconstructs images from sparse features.
+
+ldp-feat.md sections 6.1 and 6.3 (after Pittaluga et al., ref [30]): descriptors (raw,
+recovered, lifted-subspace parameters or stacked LDP-Feat candidate sets) are placed at
+their keypoint pixels of an otherwise empty feature map, and a U-Net trained on public
+images turns that map back into a picture.
+
+Modules: :mod:`.config` (training config), :mod:`.featuremap` (sparse maps),
+:mod:`.unet` (the network), :mod:`.module` (Lightning module, loss),
+:mod:`.data` (augmented training samples), :mod:`.train` (train-or-load with the
+content-addressed checkpoint cache, reconstruction).
+"""
+
+from plugins.descriptor_release.inversion.config import InversionConfig
+from plugins.descriptor_release.inversion.featuremap import SparseFeatures
+from plugins.descriptor_release.inversion.train import (
+    TrainedInverter,
+    load_checkpoint,
+    reconstruct,
+    train_or_load,
+)
+
+__all__ = [
+    "InversionConfig",
+    "SparseFeatures",
+    "TrainedInverter",
+    "load_checkpoint",
+    "reconstruct",
+    "train_or_load",
+]

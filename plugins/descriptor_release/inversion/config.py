@@ -1,0 +1,65 @@
+"""Training configuration of the inversion network (ref [30] as restated in reference-notes.md)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from harness import PluginConfig
+
+
+class InversionConfig(PluginConfig):
+    """Architecture, loss, augmentation and training budget of one inversion network.
+
+    Defaults are what the lever measurements of docs/inversion.md kept on 2 CPU cores;
+    ``accelerator``/``devices`` pass straight through to Lightning's ``Trainer``.
+    """
+
+    crop: int = Field(64, ge=16, description="side of the square training crops (pixels)")
+    depth: int = Field(4, ge=2, le=8, description="stride-2 encoder layers ([30] uses 6)")
+    width: int = Field(32, ge=4, description="channels of the first encoder layer")
+    max_width: int = Field(256, ge=4, description="cap on encoder channels")
+    projection: int = Field(32, ge=0, description="bias-free 1x1 projection of each feature; 0 = none")
+    feature_scale: float = Field(8.0, gt=0, description="multiplier on feature values before the network")
+    color: bool = Field(False, description="reconstruct RGB (SIFT carries no colour: grey is the honest default)")
+    steps: int = Field(2000, ge=1, description="optimiser steps")
+    batch_size: int = Field(8, ge=1)
+    lr: float = Field(2e-3, gt=0)
+    ssim_weight: float = Field(1.0, ge=0, description="weight of the (1 - SSIM) term beside L1")
+    l1_weight: float = Field(1.0, ge=0)
+    ssim_window: int = Field(7, ge=3)
+    keep_min: float = Field(0.05, gt=0, le=1, description="keep a random keep_min..keep_max share of keypoints")
+    keep_max: float = Field(1.0, gt=0, le=1)
+    scales: tuple[float, ...] = Field((1.0,), description="rescale factors of the public images (augmentation)")
+    flip: bool = Field(True, description="also train on horizontally flipped public images")
+    accelerator: str = "cpu"
+    devices: int | str = 1
+    precision: Literal["32", "bf16-mixed", "16-mixed"] = "32"
+    max_minutes: float | None = Field(None, gt=0, description="stop training after this wall time")
+
+    @model_validator(mode="after")
+    def _check(self) -> InversionConfig:
+        if self.keep_min > self.keep_max:
+            raise ValueError(f"keep_min ({self.keep_min}) must be <= keep_max ({self.keep_max})")
+        if self.crop % (2**self.depth):
+            raise ValueError(f"crop ({self.crop}) must be a multiple of the network stride 2**depth = {2**self.depth}")
+        if not self.scales or any(s <= 0 for s in self.scales):
+            raise ValueError(f"scales must be positive factors; got {self.scales}")
+        if self.l1_weight == 0 and self.ssim_weight == 0:
+            raise ValueError("at least one of l1_weight and ssim_weight must be > 0")
+        return self
+
+    @property
+    def stride(self) -> int:
+        return 2**self.depth
+
+    def network_params(self) -> dict:
+        """The fields that shape the network (stored in every checkpoint)."""
+        return {
+            "depth": self.depth,
+            "width": self.width,
+            "max_width": self.max_width,
+            "projection": self.projection,
+            "feature_scale": self.feature_scale,
+        }

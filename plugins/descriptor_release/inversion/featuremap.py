@@ -1,0 +1,81 @@
+"""Sparse feature maps: each keypoint's feature vector at its pixel, zero elsewhere.
+
+ldp-feat.md section 6.1 builds F in R^{256x256x128} from recovered descriptors, section
+6.3 F in R^{256x256x(128m)} from stacked LDP-Feat candidates. Building F densely costs
+H*W*C floats per image; here the (optional, bias-free) 1x1 projection of
+reference-notes.md is applied to the K feature vectors first and only the projected
+vectors are scattered, which is the same linear map at a fraction of the cost.
+Several keypoints on one pixel are averaged; a last channel marks occupied pixels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from harness.errors import InputError
+
+
+@dataclass
+class SparseFeatures:
+    """Feature vectors at keypoints of N images of one size (flat, like the scenario payloads).
+
+    ``keypoints`` (K, 2) are (x, y) pixel coordinates, ``features`` (K, C) one vector per
+    keypoint, ``image_index`` (K,) the image each row belongs to.
+    """
+
+    keypoints: np.ndarray
+    features: np.ndarray
+    image_index: np.ndarray
+    image_ids: list[str]
+    image_size: tuple[int, int]
+
+    def __post_init__(self) -> None:
+        self.keypoints = np.asarray(self.keypoints, dtype=np.float32).reshape(-1, 2)
+        self.features = np.asarray(self.features, dtype=np.float32)
+        self.image_index = np.asarray(self.image_index, dtype=np.int64).reshape(-1)
+        if self.features.ndim != 2 or len(self.features) != len(self.keypoints):
+            raise InputError(
+                f"features must be (K, C) with K = {len(self.keypoints)} keypoints; got {self.features.shape}"
+            )
+        if len(self.image_index) != len(self.keypoints):
+            raise InputError(f"image_index has {len(self.image_index)} rows but there are {len(self.keypoints)} keypoints")
+        if not np.all(np.isfinite(self.features)):
+            raise InputError("features contain NaN or infinite values")
+        self.image_size = (int(self.image_size[0]), int(self.image_size[1]))
+
+    @property
+    def channels(self) -> int:
+        return int(self.features.shape[1])
+
+    @property
+    def n_images(self) -> int:
+        return len(self.image_ids)
+
+    def pixels(self) -> np.ndarray:
+        """Integer (row, col) pixel of every keypoint, clipped into the image."""
+        h, w = self.image_size
+        col = np.clip(np.floor(self.keypoints[:, 0]), 0, w - 1).astype(np.int64)
+        row = np.clip(np.floor(self.keypoints[:, 1]), 0, h - 1).astype(np.int64)
+        return np.stack([row, col], axis=1)
+
+
+def flat_pixel_index(batch: np.ndarray, rows: np.ndarray, cols: np.ndarray, height: int, width: int) -> np.ndarray:
+    """Index of pixel (batch, row, col) in a flattened (B*H*W) map."""
+    return (np.asarray(batch, np.int64) * height + np.asarray(rows, np.int64)) * width + np.asarray(cols, np.int64)
+
+
+def scatter_to_map(values: torch.Tensor, flat_index: torch.Tensor, batch: int, height: int, width: int) -> torch.Tensor:
+    """(B, C+1, H, W) map: mean of ``values`` (K, C) per pixel, plus an occupancy channel."""
+    k, c = values.shape
+    n_pix = batch * height * width
+    if k and (int(flat_index.min()) < 0 or int(flat_index.max()) >= n_pix):
+        raise InputError("keypoint pixel index outside the feature map")
+    ones = torch.ones(k, 1, dtype=values.dtype, device=values.device)
+    summed = torch.zeros(n_pix, c + 1, dtype=values.dtype, device=values.device)
+    summed.index_add_(0, flat_index, torch.cat([values, ones], dim=1))
+    count = summed[:, c:].clamp(min=1.0)
+    summed = torch.cat([summed[:, :c] / count, (summed[:, c:] > 0).to(values.dtype)], dim=1)
+    return summed.view(batch, height, width, c + 1).permute(0, 3, 1, 2).contiguous()

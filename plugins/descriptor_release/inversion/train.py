@@ -1,0 +1,188 @@
+"""Train once, cache by content, reconstruct (ldp-feat.md section 6.1, 6.3).
+
+A trained network is a Lightning checkpoint in the cache, keyed by the training config,
+the seed and a fingerprint of the training data (images and features of every variant),
+so a second matrix run with the same public data never retrains. Writes are atomic
+(temporary file renamed into place); loads use ``torch.load(weights_only=True)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+
+from harness import CellContext, Images
+from harness.errors import InputError
+from harness.hashing import fingerprint
+from plugins.descriptor_release.inversion.config import InversionConfig
+from plugins.descriptor_release.inversion.data import CropDataset, collate
+from plugins.descriptor_release.inversion.featuremap import SparseFeatures, flat_pixel_index
+from plugins.descriptor_release.inversion.module import InversionModule
+from plugins.descriptor_release.inversion.unet import SparseUNet
+
+CACHE_NAMESPACE = "inversion-net"
+CACHE_VERSION = "1"
+
+
+@dataclass
+class TrainedInverter:
+    """A trained network and how it came to be (``info``: trained, seconds, images/s)."""
+
+    net: SparseUNet
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def training_fingerprint(sets: list[tuple[Images, SparseFeatures]]) -> str:
+    """Content fingerprint of the training data: every image and feature array."""
+    arrays: list[np.ndarray] = []
+    for images, feats in sets:
+        arrays += [images.images, feats.keypoints, feats.features, feats.image_index]
+    return fingerprint(*arrays)
+
+
+def load_checkpoint(path: str | Path) -> SparseUNet:
+    """The network stored in a checkpoint written by :func:`train_or_load` (eval mode)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"inversion checkpoint not found: {path}")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        hp = ckpt["hyper_parameters"]
+        net = SparseUNet(hp["in_channels"], hp["out_channels"], **hp["network"])
+        state = {k.removeprefix("net."): v for k, v in ckpt["state_dict"].items()}
+        net.load_state_dict(state)
+    except InputError:
+        raise
+    except Exception as exc:  # torch raises many types on a damaged file
+        raise InputError(f"inversion checkpoint {path} is corrupt or not an inversion checkpoint ({type(exc).__name__})") from None
+    return net.eval()
+
+
+def _fit(sets: list[tuple[Images, SparseFeatures]], out_channels: int, cfg: InversionConfig, ctx: CellContext) -> tuple[InversionModule, L.Trainer, dict[str, Any]]:
+    seed = ctx.child_seed("inversion-train")
+    torch.manual_seed(seed)
+    data = CropDataset(sets, cfg.crop, (cfg.keep_min, cfg.keep_max), cfg.color, cfg.steps * cfg.batch_size, seed)
+    loader = torch.utils.data.DataLoader(data, batch_size=cfg.batch_size, shuffle=False, collate_fn=collate, num_workers=0)
+    module = InversionModule(
+        in_channels=data.channels,
+        out_channels=out_channels,
+        network=cfg.network_params(),
+        lr=cfg.lr,
+        steps=cfg.steps,
+        l1_weight=cfg.l1_weight,
+        ssim_weight=cfg.ssim_weight,
+        ssim_window=cfg.ssim_window,
+    )
+    for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    trainer = L.Trainer(
+        max_steps=cfg.steps,
+        max_epochs=1,
+        max_time={"minutes": cfg.max_minutes} if cfg.max_minutes else None,
+        accelerator=cfg.accelerator,
+        devices=cfg.devices,
+        precision=cfg.precision,
+        logger=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        enable_progress_bar=not ctx.quiet,
+        num_sanity_val_steps=0,
+    )
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+        warnings.filterwarnings("ignore", message=".*GPU available but not used.*")
+        trainer.fit(module, loader)
+    seconds = time.perf_counter() - start
+    seen = trainer.global_step * cfg.batch_size
+    info = {
+        "trained": 1.0,
+        "train_seconds": seconds,
+        "train_images_per_second": seen / max(seconds, 1e-9),
+        "train_steps": float(trainer.global_step),
+        "train_images_seen": float(seen),
+        "train_crops_available": float(len(data.targets)),
+    }
+    return module, trainer, info
+
+
+def train_or_load(
+    sets: list[tuple[Images, SparseFeatures]],
+    cfg: InversionConfig,
+    ctx: CellContext,
+    tag: str = "",
+) -> TrainedInverter:
+    """The network trained on ``sets`` (one (images, features) pair per augmentation variant).
+
+    Loaded from ``ctx.cache`` when an entry with the same config, seed, ``tag`` and
+    training-data fingerprint exists; a damaged entry is retrained and replaced.
+    """
+    if not sets:
+        raise InputError("no training data for the inversion network")
+    channels = {feats.channels for _, feats in sets}
+    if len(channels) != 1:
+        raise InputError(f"training features disagree on their channel count: {sorted(channels)}")
+    out_channels = 3 if cfg.color else 1
+    parts = {
+        "version": CACHE_VERSION,
+        "tag": tag,
+        "config": cfg.model_dump(mode="json", exclude={"accelerator", "devices"}),
+        "seed": ctx.seed,
+        "data": training_fingerprint(sets),
+    }
+    path = None
+    if ctx.cache.enabled:
+        path = ctx.cache.path(CACHE_NAMESPACE, ctx.cache.key(CACHE_NAMESPACE, parts), ".ckpt")
+        if path.exists():
+            try:
+                net = load_checkpoint(path)
+                ctx.cache.hits += 1
+                return TrainedInverter(net, {"trained": 0.0, "checkpoint": str(path)})
+            except InputError:
+                path.unlink(missing_ok=True)
+        ctx.cache.misses += 1
+    module, trainer, info = _fit(sets, out_channels, cfg, ctx)
+    if path is not None:
+        with ctx.cache.atomic_path(path) as tmp:
+            trainer.save_checkpoint(tmp, weights_only=True)
+        info["checkpoint"] = str(path)
+    return TrainedInverter(module.net.cpu().eval(), info)
+
+
+@torch.no_grad()
+def reconstruct(net: SparseUNet, feats: SparseFeatures, batch_size: int = 4) -> np.ndarray:
+    """Reconstructed images (N, H, W, out_channels) in [0, 1] of every image in ``feats``."""
+    if feats.channels != net.in_channels:
+        raise InputError(
+            f"feature maps have {feats.channels} channels but the inversion network expects {net.in_channels}"
+        )
+    h, w = feats.image_size
+    if h < net.stride or w < net.stride:
+        raise InputError(f"images of {h}x{w} are smaller than the network stride {net.stride}")
+    net = net.eval()
+    device = next(net.parameters()).device
+    pix = feats.pixels()
+    out = []
+    for start in range(0, feats.n_images, batch_size):
+        stop = min(start + batch_size, feats.n_images)
+        rows = np.flatnonzero((feats.image_index >= start) & (feats.image_index < stop))
+        index = flat_pixel_index(feats.image_index[rows] - start, pix[rows, 0], pix[rows, 1], h, w)
+        pred = net(
+            torch.from_numpy(feats.features[rows]).to(device),
+            torch.from_numpy(index).to(device),
+            stop - start,
+            h,
+            w,
+        )
+        out.append(pred.permute(0, 2, 3, 1).cpu().numpy())
+    if not out:
+        return np.zeros((0, h, w, net.out_channels), np.float32)
+    return np.concatenate(out).astype(np.float32)
