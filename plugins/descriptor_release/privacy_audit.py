@@ -8,8 +8,9 @@ true eps:
 
 1. Run M on two neighbouring inputs (two different descriptors) ``n_trials`` times each.
 2. On the first half of the trials (*selection*), score every candidate event -- "element
-   e is in the released set" and "e is not in it", for every element e seen, in both
-   directions (x1 vs x2 and x2 vs x1) -- and keep the one with the best bound.
+   e is in the released set" and "e is not in it", for every element e seen, and "a is in
+   and b is not" for the 16 elements whose frequencies differ most, in both directions
+   (x1 vs x2 and x2 vs x1) -- and keep the one with the best bound.
 3. On the second half (*measurement*, independent of the choice), count the event under
    both inputs and bound ``p1`` from below and ``p2`` from above with Clopper-Pearson
    intervals at ``alpha / 2`` each: with probability >= ``1 - alpha``,
@@ -35,6 +36,9 @@ from harness.errors import InputError
 
 #: M(x, n, rng) -> (n, s) int64 element ids, one released set per row (-1 pads smaller sets).
 SetMechanism = Callable[[Any, int, np.random.Generator], np.ndarray]
+
+#: Elements (most different in frequency between x1 and x2) whose pair events are scored.
+PAIR_CANDIDATES = 16
 
 NO_BOUND_NOTE = "the defense claims no epsilon bound: epsilon_empirical_lb only shows how much it leaks at least"
 
@@ -87,6 +91,11 @@ def _membership_counts(sets: np.ndarray) -> dict[int, int]:
     return dict(zip(values.tolist(), counts.tolist()))
 
 
+def _members(sets: np.ndarray, elements: np.ndarray) -> np.ndarray:
+    """(n, len(elements)) bool: is element j in release i."""
+    return np.stack([np.any(sets == e, axis=1) for e in elements.tolist()], axis=1)
+
+
 def _log_ratio_bound(a: np.ndarray, b: np.ndarray, n: int, alpha: float) -> np.ndarray:
     lo_a, _ = clopper_pearson(a, n, alpha)
     _, hi_b = clopper_pearson(b, n, alpha)
@@ -131,27 +140,47 @@ def audit_finite_set(
         sets = _check_sets(mechanism(x, 2 * half, rng), 2 * half)
         runs[name] = (sets[:half], sets[half:])
 
-    # Selection half: every membership / non-membership event, both directions.
-    c1 = _membership_counts(runs["x1"][0])
-    c2 = _membership_counts(runs["x2"][0])
+    # Selection half: every membership / non-membership event, both directions, plus the
+    # pair events "a in and b not in" among the PAIR_CANDIDATES most discriminating elements
+    # (for an omega-subset with m > 1 the optimal event is of that form).
+    sel1, sel2 = runs["x1"][0], runs["x2"][0]
+    c1, c2 = _membership_counts(sel1), _membership_counts(sel2)
     elements = np.array(sorted(set(c1) | set(c2)), np.int64)
     if len(elements) == 0:
         raise InputError("the mechanism released only empty sets; nothing to audit")
     a = np.array([c1.get(e, 0) for e in elements.tolist()], np.float64)
     b = np.array([c2.get(e, 0) for e in elements.tolist()], np.float64)
-    candidates = {
-        ("in", "x1"): _log_ratio_bound(a, b, half, alpha),
-        ("in", "x2"): _log_ratio_bound(b, a, half, alpha),
-        ("out", "x1"): _log_ratio_bound(half - a, half - b, half, alpha),
-        ("out", "x2"): _log_ratio_bound(half - b, half - a, half, alpha),
-    }
-    (kind, first), scores = max(candidates.items(), key=lambda kv: float(np.max(kv[1])))
-    element = int(elements[int(np.argmax(scores))])
+    events: list[tuple[int | None, int | None]] = []
+    scores: list[np.ndarray] = []
+    directions: list[str] = []
+    for first, (p, q) in (("x1", (a, b)), ("x2", (b, a))):
+        for event_list, (num, den) in (
+            ([(int(e), None) for e in elements], (p, q)),
+            ([(None, int(e)) for e in elements], (half - p, half - q)),
+        ):
+            events += event_list
+            scores.append(_log_ratio_bound(num, den, half, alpha))
+            directions += [first] * len(event_list)
+    top = elements[np.argsort(-np.abs(a - b), kind="stable")[:PAIR_CANDIDATES]]
+    m1, m2 = _members(sel1, top), _members(sel2, top)
+    for first, (p, q) in (("x1", (m1, m2)), ("x2", (m2, m1))):
+        num = (p.T.astype(np.float64) @ (~p).astype(np.float64)).ravel()  # [i, j]: i in and j not in
+        den = (q.T.astype(np.float64) @ (~q).astype(np.float64)).ravel()
+        events += [(int(i), int(j)) for i in top for j in top]
+        scores.append(_log_ratio_bound(num, den, half, alpha))
+        directions += [first] * len(top) ** 2
+    best = int(np.argmax(np.concatenate(scores)))
+    include, exclude = events[best]
+    first = directions[best]
 
     # Measurement half: count the chosen event afresh.
     def hits(sets: np.ndarray) -> int:
-        inside = int(np.sum(np.any(sets == element, axis=1)))
-        return inside if kind == "in" else half - inside
+        ok = np.ones(len(sets), bool)
+        if include is not None:
+            ok &= np.any(sets == include, axis=1)
+        if exclude is not None:
+            ok &= ~np.any(sets == exclude, axis=1)
+        return int(ok.sum())
 
     second = "x2" if first == "x1" else "x1"
     k1, k2 = hits(runs[first][1]), hits(runs[second][1])
@@ -168,13 +197,15 @@ def audit_finite_set(
         note = f"VIOLATION: epsilon_lb={eps_lb:.3g} exceeds the claimed epsilon={claimed_epsilon:g}"
     else:
         note = f"consistent with the claimed epsilon={claimed_epsilon:g}"
-    sign = "in" if kind == "in" else "not in"
+    described = " and ".join(
+        [f"element {include} in release"] * (include is not None) + [f"element {exclude} not in release"] * (exclude is not None)
+    )
     return AuditResult(
         epsilon_lb=eps_lb,
         epsilon_point=eps_point,
         epsilon_ub=eps_ub,
         claimed_epsilon=claimed_epsilon,
-        event=f"element {element} {sign} release; Pr under {first} vs {second}",
+        event=f"{described}; Pr under {first} vs {second}",
         counts=(k1, k2),
         n_trials=2 * half,
         confidence=confidence,

@@ -1,0 +1,242 @@
+"""Defense ``ldp-feat``: descriptors with local differential privacy (ldp-feat.md section 5, S1).
+
+Every SIFT descriptor d of the private images is quantised to its nearest neighbour d' in a
+public dictionary K and replaced by an m-subset Z of K drawn by the omega-subset mechanism
+(Eq. (4) via Eq. (5)); the release carries Z (descriptors and dictionary ids, in random
+order) with the keypoints. ``dictionary_size: full`` is the naive variant on the whole
+uint8 SIFT domain, |K| = 2^1024 (section 5.2), whose Pr(u=1) is computed in log space.
+
+Each cell logs utility metrics (``utility/...`` in MLflow; names in docs/ldp_feat.md):
+the analytic and empirical inclusion rate of d', the quantisation error, the matching
+utility with all m candidates per keypoint + RANSAC, and ``epsilon_empirical_lb`` of the
+attack-agnostic privacy audit (:mod:`plugins.descriptor_release.privacy_audit`), run on
+two public dictionary entries (never on private descriptors, so nothing private is logged).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from harness import CellContext, Defense, Images, Payload, PluginConfig, Protected
+from harness.errors import InputError
+from plugins.descriptor_release import ldp
+from plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, RawFeatures
+from plugins.descriptor_release.privacy_audit import AuditResult, VectorIds, audit_finite_set
+from plugins.descriptor_release.sift import SiftConfig, extract_features
+
+#: Trials of the audit for the naive variant (each trial is m * 128 bytes).
+NAIVE_AUDIT_TRIALS = 20_000
+
+
+class LdpFeatConfig(PluginConfig):
+    """Settings of LDP-Feat. ``epsilon`` may be ``.inf`` in YAML (then ``m`` must be 1)."""
+
+    epsilon: float = Field(10.0, ge=0.0, description="privacy budget; inf releases d' alone")
+    m: int = Field(2, ge=1, description="descriptors released per keypoint (subset size)")
+    dictionary_size: int | Literal["full"] = Field(
+        1024, description="|K|; 'full' = the naive variant on all 2^(8*128) uint8 descriptors"
+    )
+    dictionary_source: Literal["kmeans", "jittered"] = Field(
+        "kmeans", description="kmeans: spherical k-means of public SIFT (the paper); jittered: SIMULATED"
+    )
+    dictionary_augment: int = Field(3, ge=0, le=32, description="random views per public image for k-means")
+    jitter_sigma: float = Field(0.05, gt=0.0, description="noise of the simulated jittered dictionary")
+    quantiser: Literal["exact", "ivf"] = "exact"
+    nlist: int = Field(1024, ge=1)
+    nprobe: int = Field(16, ge=1)
+    sift: SiftConfig = SiftConfig()
+    audit_trials: int = Field(200_000, ge=0, description="releases per input of the privacy audit; 0 = off")
+    audit_confidence: float = Field(0.95, ge=0.5, lt=1.0)
+    ransac_iterations: int = Field(2000, ge=10)
+
+    @model_validator(mode="after")
+    def _check(self) -> LdpFeatConfig:
+        if math.isnan(self.epsilon):
+            raise ValueError("epsilon must be >= 0 or inf; got nan")
+        if math.isinf(self.epsilon) and self.m != 1:
+            raise ValueError(f"epsilon=inf releases d' alone, so m must be 1; got m={self.m}")
+        if isinstance(self.dictionary_size, int):
+            if self.dictionary_size < 2:
+                raise ValueError(f"dictionary_size must be >= 2 or 'full'; got {self.dictionary_size}")
+            if self.m > self.dictionary_size:
+                raise ValueError(f"m={self.m} exceeds dictionary_size |K|={self.dictionary_size}; m must be <= |K|")
+        return self
+
+    @property
+    def naive(self) -> bool:
+        return self.dictionary_size == "full"
+
+    @property
+    def log_domain_size(self) -> float:
+        return ldp.NAIVE_LOG_DOMAIN_SIZE if self.naive else math.log(int(self.dictionary_size))
+
+
+class LdpFeat(Defense):
+    """LDP-Feat (ldp-feat.md section 5.2): omega-subset mechanism on a public dictionary."""
+
+    name = "ldp-feat"
+    version = "1.0.0"
+    scenario = "descriptor-release"
+    Config = LdpFeatConfig
+    consumes = (Images, RawFeatures)
+    produces = (LdpFeatures,)
+    #: What the privacy audit compares ``epsilon_empirical_lb`` against.
+    claims_epsilon_bound = True
+
+    config: LdpFeatConfig
+
+    # ------------------------------------------------------------------ pieces
+
+    def dictionary(self, public: Payload | None, ctx: CellContext) -> np.ndarray:
+        """The public dictionary K, (|K|, 128), built from ``public.lifting`` (cached)."""
+        from plugins.descriptor_release.dictionary import build_dictionary
+
+        cfg = self.config
+        if not isinstance(public, DescriptorPublic):
+            raise InputError("ldp-feat needs DescriptorPublic images to build its public dictionary K")
+        size = int(cfg.dictionary_size)
+        seed = ctx.child_seed("ldp-feat", "dictionary")
+        if cfg.dictionary_source == "kmeans":
+            k = build_dictionary(public.lifting, size, cfg.sift, seed, augment=cfg.dictionary_augment, cache=ctx.cache)
+        else:
+            real = extract_features(public.lifting, cfg.sift, cache=ctx.cache).descriptors
+            k = ldp.jittered_dictionary(real, size, cfg.jitter_sigma, seed)
+        return ldp.check_dictionary(k)
+
+    def quantiser(self, dictionary: np.ndarray, ctx: CellContext) -> ldp.Quantiser:
+        cfg = self.config
+        qcfg = ldp.QuantiserConfig(cfg.quantiser, cfg.nlist, cfg.nprobe, ctx.child_seed("ldp-feat", "ivf"))
+        return ldp.Quantiser(dictionary, qcfg)
+
+    # ------------------------------------------------------------------ protect
+
+    def protect(self, private: Payload, public: Payload | None, ctx: CellContext) -> Protected:
+        cfg = self.config
+        if isinstance(private, RawFeatures):
+            features, images = private, None
+        elif isinstance(private, Images):
+            features, images = extract_features(private, cfg.sift, cache=ctx.cache), private
+        else:
+            raise InputError(f"ldp-feat needs Images or RawFeatures; got {type(private).__name__}")
+        descriptors = ldp.check_queries(features.descriptors)
+        rng = ctx.rng("ldp-feat", "mechanism")
+        utility: dict[str, float] = {}
+        if cfg.naive:
+            codes, u = ldp.naive_omega_subset(descriptors, cfg.m, cfg.epsilon, rng)
+            candidates, ids = ldp.from_uint8_domain(codes), None
+            nearest = ldp.from_uint8_domain(ldp.to_uint8_domain(descriptors))
+            audit = self._audit_naive(descriptors, ctx)
+        else:
+            k = self.dictionary(public, ctx)
+            if cfg.m > len(k):
+                raise InputError(f"m={cfg.m} exceeds the dictionary size |K|={len(k)}; m must be <= |K|")
+            quant = self.quantiser(k, ctx)
+            true_ids = quant.assign(descriptors)
+            ids, u = ldp.omega_subset(true_ids, len(k), cfg.m, cfg.epsilon, rng)
+            candidates, nearest = k[ids], k[true_ids]
+            audit = self._audit_dictionary(quant, ctx)
+
+        release = LdpFeatures(
+            keypoints=features.keypoints,
+            image_index=features.image_index,
+            image_ids=list(features.image_ids),
+            image_size=features.image_size,
+            candidates=candidates,
+            candidate_ids=ids,
+        )
+        log_p = ldp.log_inclusion_probability(cfg.epsilon, cfg.m, cfg.log_domain_size)
+        utility["inclusion_probability"] = math.exp(log_p)
+        utility["log10_inclusion_probability"] = log_p / math.log(10.0)
+        utility["inclusion_rate"] = float(np.mean(u)) if len(u) else 0.0
+        utility["quantisation_cosine"] = _mean_cosine(descriptors, nearest)
+        utility["best_candidate_cosine"] = _best_cosine(descriptors, candidates)
+        utility["keypoints"] = float(len(descriptors))
+        directions = {"log10_inclusion_probability": True}
+        if audit is not None:
+            utility.update(audit.metrics())
+            directions.update({"epsilon_empirical_lb": False, "epsilon_empirical_point": False,
+                               "epsilon_empirical_violation": False})
+            if ctx.artifact_dir is not None:
+                ctx.artifact("privacy_audit.json").write_text(json.dumps(_audit_record(audit), indent=2))
+        if images is not None:
+            utility.update(self._matching_utility(images, release, ctx))
+        truth: dict[str, Payload] = {"descriptors": features}
+        if images is not None:
+            truth["images"] = images
+        return Protected(release=release, truth=truth, utility=utility, utility_directions=directions)
+
+    # ------------------------------------------------------------------ audit
+
+    def _audit_dictionary(self, quant: ldp.Quantiser, ctx: CellContext) -> AuditResult | None:
+        """Audit d -> Z on two public dictionary entries (neighbouring inputs: two descriptors)."""
+        cfg = self.config
+        if cfg.audit_trials == 0:
+            return None
+        x1, x2 = quant.dictionary[0:1], quant.dictionary[1:2]
+
+        def mechanism(d: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+            true = quant.assign(d)
+            return ldp.omega_subset(np.repeat(true, n), quant.size, cfg.m, cfg.epsilon, rng)[0]
+
+        return audit_finite_set(
+            mechanism, x1, x2, cfg.audit_trials, ctx.rng("ldp-feat", "audit"),
+            claimed_epsilon=cfg.epsilon, confidence=cfg.audit_confidence,
+        )
+
+    def _audit_naive(self, descriptors: np.ndarray, ctx: CellContext) -> AuditResult | None:
+        """Audit the naive variant on two public descriptors of the uint8 domain."""
+        cfg = self.config
+        if cfg.audit_trials == 0:
+            return None
+        basis = np.eye(2, ldp.DESCRIPTOR_DIM, dtype=np.float32)
+        ids = VectorIds()
+
+        def mechanism(d: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+            return ids(ldp.naive_omega_subset(np.repeat(d, n, axis=0), cfg.m, cfg.epsilon, rng)[0])
+
+        return audit_finite_set(
+            mechanism, basis[0:1], basis[1:2], min(cfg.audit_trials, NAIVE_AUDIT_TRIALS),
+            ctx.rng("ldp-feat", "audit"), claimed_epsilon=cfg.epsilon, confidence=cfg.audit_confidence,
+        )
+
+    # ------------------------------------------------------------------ utility
+
+    def _matching_utility(self, images: Images, release: LdpFeatures, ctx: CellContext) -> dict[str, float]:
+        """Matching with all m candidates per keypoint + RANSAC (the scenario's shared evaluator)."""
+        return {}
+
+
+def _mean_cosine(a: np.ndarray, b: np.ndarray) -> float:
+    if len(a) == 0:
+        return 0.0
+    na = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    return float(np.mean(np.sum(a * b, axis=1) / np.maximum(na, 1e-12)))
+
+
+def _best_cosine(d: np.ndarray, candidates: np.ndarray) -> float:
+    if len(d) == 0:
+        return 0.0
+    dots = np.einsum("nd,nmd->nm", d, candidates)
+    norms = np.linalg.norm(d, axis=1)[:, None] * np.linalg.norm(candidates, axis=2)
+    return float(np.mean(np.max(dots / np.maximum(norms, 1e-12), axis=1)))
+
+
+def _audit_record(audit: AuditResult) -> dict[str, object]:
+    return {
+        "epsilon_lb": audit.epsilon_lb,
+        "epsilon_point": audit.epsilon_point,
+        "epsilon_ub": audit.epsilon_ub if math.isfinite(audit.epsilon_ub) else "inf",
+        "claimed_epsilon": audit.claimed_epsilon if audit.claimed_epsilon is None or math.isfinite(audit.claimed_epsilon) else "inf",
+        "event": audit.event,
+        "counts": list(audit.counts),
+        "n_trials": audit.n_trials,
+        "confidence": audit.confidence,
+        "violated": audit.violated,
+        "note": audit.note,
+        "inputs": "two public dictionary entries (ids 0 and 1), or two basis vectors for the naive domain",
+    }
