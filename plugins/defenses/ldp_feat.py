@@ -25,6 +25,7 @@ from pydantic import Field, model_validator
 from harness import CellContext, Defense, Images, Payload, PluginConfig, Protected
 from harness.errors import InputError
 from plugins.descriptor_release import ldp
+from plugins.descriptor_release.matching import MatchingConfig
 from plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, RawFeatures
 from plugins.descriptor_release.privacy_audit import AuditResult, VectorIds, audit_finite_set
 from plugins.descriptor_release.sift import SiftConfig, extract_features
@@ -52,7 +53,8 @@ class LdpFeatConfig(PluginConfig):
     sift: SiftConfig = SiftConfig()
     audit_trials: int = Field(200_000, ge=0, description="releases per input of the privacy audit; 0 = off")
     audit_confidence: float = Field(0.95, ge=0.5, lt=1.0)
-    ransac_iterations: int = Field(2000, ge=10)
+    utility: bool = Field(True, description="run the matching + RANSAC utility evaluator")
+    matching: MatchingConfig = MatchingConfig()
 
     @model_validator(mode="after")
     def _check(self) -> LdpFeatConfig:
@@ -124,22 +126,15 @@ class LdpFeat(Defense):
         else:
             raise InputError(f"ldp-feat needs Images or RawFeatures; got {type(private).__name__}")
         descriptors = ldp.check_queries(features.descriptors)
-        rng = ctx.rng("ldp-feat", "mechanism")
         utility: dict[str, float] = {}
-        if cfg.naive:
-            codes, u = ldp.naive_omega_subset(descriptors, cfg.m, cfg.epsilon, rng)
-            candidates, ids = ldp.from_uint8_domain(codes), None
-            nearest = ldp.from_uint8_domain(ldp.to_uint8_domain(descriptors))
-            audit = self._audit_naive(descriptors, ctx)
-        else:
+        k = quant = None
+        if not cfg.naive:
             k = self.dictionary(public, ctx)
             if cfg.m > len(k):
                 raise InputError(f"m={cfg.m} exceeds the dictionary size |K|={len(k)}; m must be <= |K|")
             quant = self.quantiser(k, ctx)
-            true_ids = quant.assign(descriptors)
-            ids, u = ldp.omega_subset(true_ids, len(k), cfg.m, cfg.epsilon, rng)
-            candidates, nearest = k[ids], k[true_ids]
-            audit = self._audit_dictionary(quant, ctx)
+        candidates, ids, u, nearest = self._privatise(descriptors, quant, ctx.rng("ldp-feat", "mechanism"))
+        audit = self._audit_naive(ctx) if quant is None else self._audit_dictionary(quant, ctx)
 
         release = LdpFeatures(
             keypoints=features.keypoints,
@@ -163,12 +158,25 @@ class LdpFeat(Defense):
                                "epsilon_empirical_violation": False})
             if ctx.artifact_dir is not None:
                 ctx.artifact("privacy_audit.json").write_text(json.dumps(_audit_record(audit), indent=2))
-        if images is not None:
-            utility.update(self._matching_utility(images, release, ctx))
+        if images is not None and cfg.utility:
+            utility.update(self._matching_utility(images, public, k, ctx))
         truth: dict[str, Payload] = {"descriptors": features}
         if images is not None:
             truth["images"] = images
         return Protected(release=release, truth=truth, utility=utility, utility_directions=directions)
+
+    def _privatise(
+        self, descriptors: np.ndarray, quant: ldp.Quantiser | None, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]:
+        """Steps 1-3 of section 5.2: (candidates (N, m, 128), ids (N, m) or None, secret u, d')."""
+        cfg = self.config
+        d = ldp.check_queries(descriptors)
+        if quant is None:
+            codes, u = ldp.naive_omega_subset(d, cfg.m, cfg.epsilon, rng)
+            return ldp.from_uint8_domain(codes), None, u, ldp.from_uint8_domain(ldp.to_uint8_domain(d))
+        true_ids = quant.assign(d)
+        ids, u = ldp.omega_subset(true_ids, quant.size, cfg.m, cfg.epsilon, rng)
+        return quant.dictionary[ids], ids, u, quant.dictionary[true_ids]
 
     # ------------------------------------------------------------------ audit
 
@@ -188,7 +196,7 @@ class LdpFeat(Defense):
             claimed_epsilon=cfg.epsilon, confidence=cfg.audit_confidence,
         )
 
-    def _audit_naive(self, descriptors: np.ndarray, ctx: CellContext) -> AuditResult | None:
+    def _audit_naive(self, ctx: CellContext) -> AuditResult | None:
         """Audit the naive variant on two public descriptors of the uint8 domain."""
         cfg = self.config
         if cfg.audit_trials == 0:
@@ -206,9 +214,48 @@ class LdpFeat(Defense):
 
     # ------------------------------------------------------------------ utility
 
-    def _matching_utility(self, images: Images, release: LdpFeatures, ctx: CellContext) -> dict[str, float]:
-        """Matching with all m candidates per keypoint + RANSAC (the scenario's shared evaluator)."""
-        return {}
+    def _matching_utility(
+        self, images: Images, public: Payload | None, dictionary: np.ndarray | None, ctx: CellContext
+    ) -> dict[str, float]:
+        """Matching with all m candidates per keypoint + RANSAC (the scenario's shared evaluator).
+
+        The evaluator privatises the query side afresh (an independent draw of the same
+        mechanism, same dictionary and quantiser) and matches it to raw reference features.
+        """
+        from plugins.descriptor_release.matching import evaluate_utility
+
+        cfg = self.config
+        rng = ctx.rng("ldp-feat", "utility")
+        quant = self.quantiser(dictionary, ctx) if dictionary is not None else None
+
+        def protect(raw: RawFeatures) -> LdpFeatures:
+            cand, ids = self._privatise(raw.descriptors, quant, rng)[:2]
+            return LdpFeatures(raw.keypoints, raw.image_index, list(raw.image_ids), raw.image_size, cand, ids)
+
+        return evaluate_utility(
+            images, cfg.sift, protect, cfg.matching, ctx.child_seed("ldp-feat", "matching"),
+            distance=candidate_distance, cache=ctx.cache,
+        )
+
+
+def candidate_distance(a: object, a_rows: np.ndarray, b: object, b_rows: np.ndarray) -> np.ndarray:
+    """Distance of LDP-Feat query rows to raw reference rows: min over the m candidates.
+
+    Every one of a keypoint's m candidates takes part in matching; the keypoint's distance
+    to a reference descriptor is that of its closest candidate. Raw-to-raw pairs fall back
+    to the shared Euclidean distance.
+    """
+    from plugins.descriptor_release.matching import pair_distance
+
+    if not isinstance(a, LdpFeatures) or not isinstance(b, RawFeatures):
+        return pair_distance(a, a_rows, b, b_rows)
+    ref = b.descriptors[b_rows].astype(np.float64)
+    best = np.full((len(a_rows), len(b_rows)), np.inf)
+    for j in range(a.m):
+        c = a.candidates[a_rows, j].astype(np.float64)
+        sq = (c * c).sum(1)[:, None] + (ref * ref).sum(1)[None, :] - 2.0 * c @ ref.T
+        best = np.minimum(best, sq)
+    return np.sqrt(np.maximum(best, 0.0))
 
 
 def _mean_cosine(a: np.ndarray, b: np.ndarray) -> float:

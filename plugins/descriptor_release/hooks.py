@@ -16,3 +16,10 @@ def vispriv_register_metrics(register):
     from plugins.metrics.inversion_report import ReconstructionReport
 
     register(ReconstructionReport)
+
+
+@hookimpl
+def vispriv_register_defenses(register):
+    from plugins.defenses.ldp_feat import LdpFeat
+
+    register(LdpFeat)
