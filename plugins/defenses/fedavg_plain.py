@@ -1,0 +1,36 @@
+"""Plain federated averaging (dphe.md section 2.1): the aggregator sees every update."""
+
+from __future__ import annotations
+
+from harness import CellContext, Defense, Protected
+from harness.errors import InputError
+from plugins.federated.config import FederatedConfig
+from plugins.federated.outcome import accuracy_curve, base_utility, target_ids, target_truth
+from plugins.federated.payloads import FederatedData, FederatedPublic, PlaintextUpdates
+from plugins.federated.protocol import run_federated
+
+
+class PlainFedAvg(Defense):
+    """No protection: users send w_t^(n) in plaintext; the release is every update and every average."""
+
+    name = "none"
+    version = "1.0"
+    scenario = "federated-learning"
+    Config = FederatedConfig
+    consumes = (FederatedData,)
+    produces = (PlaintextUpdates,)
+
+    def protect(self, private: FederatedData, public: FederatedPublic | None, ctx: CellContext) -> Protected:
+        if not isinstance(public, FederatedPublic):
+            raise InputError("federated defenses need the public initialisation set (FederatedPublic)")
+        cfg = self.config
+        run = run_federated(private, public, cfg.training(), cfg.rounds, ctx)
+        release = PlaintextUpdates(
+            averages=run.averages,
+            protocol=cfg.protocol(private.n_users),
+            target_ids=target_ids(cfg.rounds, private.n_users),
+            updates=run.updates,
+        )
+        accuracy_curve(run, ctx)
+        utility, directions = base_utility(run)
+        return Protected(release, target_truth(private, run), utility, directions)

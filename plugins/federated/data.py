@@ -1,0 +1,171 @@
+"""Image classification sources and the user split of section 3.2 (dphe.md).
+
+Sources (all real images, nothing downloaded):
+
+* ``digits`` -- scikit-learn's bundled 8x8 handwritten digits (10 classes), grey
+  levels 0..16 scaled to [0, 1];
+* ``lfw-faces`` -- scikit-image's bundled ``lfw_subset``: 100 faces and 100 non-faces
+  (25x25), a binary task;
+* ``image-folder`` -- one sub-folder per class of the user's own images, read grey and
+  resized to ``size`` x ``size``.
+
+Features are the pixels (so a leaked feature vector *is* an image), optionally
+standardised per dimension with the mean and standard deviation of the public
+initialisation set (section 3.2 standardises features "to have zero-mean and
+unit-variance for each dimension"). The inverse, ``x * std + mean``, is public.
+
+Split (section 3.2): a class-stratified test split; of the rest, ``init_fraction`` goes
+to the initialisation set (public, used by the aggregator for w̄_0) and the remainder is
+split into N disjoint user sets of (almost) equal size. ``split="by-class"`` instead
+deals whole classes round-robin to users (a skewed, non-IID split: the case of
+appendix A.2.2 where one user's data is all of one class).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from harness.errors import InputError
+from plugins.federated.payloads import FederatedData, FederatedPublic
+
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp"}
+
+
+@dataclass
+class LabelledImages:
+    """Grey images in [0, 1] (N, H, W) with integer labels and class names."""
+
+    images: np.ndarray
+    labels: np.ndarray
+    class_names: list[str]
+
+
+def load_digits_source() -> LabelledImages:
+    """scikit-learn's bundled digits: 1797 images 8x8, 10 classes."""
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    return LabelledImages(d.images / 16.0, d.target.astype(np.int64), [str(c) for c in range(10)])
+
+
+def load_lfw_source() -> LabelledImages:
+    """scikit-image's bundled LFW subset: the first 100 are faces, the last 100 are not."""
+    from skimage import data
+
+    imgs = data.lfw_subset().astype(np.float64)
+    labels = np.r_[np.ones(100, np.int64), np.zeros(100, np.int64)]
+    return LabelledImages(imgs, labels, ["non-face", "face"])
+
+
+def load_image_folder(root: str | Path, size: int) -> LabelledImages:
+    """One sub-folder per class; images read as grey and resized to ``size`` x ``size``."""
+    from skimage.color import rgb2gray, rgba2rgb
+    from skimage.io import imread
+    from skimage.transform import resize
+
+    root = Path(root)
+    if not root.is_dir():
+        raise InputError(f"image-folder root {str(root)!r} is not a directory; expected one sub-folder per class")
+    classes = sorted(p.name for p in root.iterdir() if p.is_dir())
+    if len(classes) < 2:
+        raise InputError(f"image-folder {str(root)!r} needs at least 2 class sub-folders; found {len(classes)}")
+    images, labels = [], []
+    for label, name in enumerate(classes):
+        for path in sorted((root / name).iterdir()):
+            if path.suffix.lower() not in IMAGE_SUFFIXES:
+                continue
+            img = np.asarray(imread(path), dtype=np.float64)
+            if img.ndim == 3 and img.shape[-1] == 4:
+                img = rgba2rgb(img / (255.0 if img.max() > 1 else 1.0))
+            if img.ndim == 3:
+                img = rgb2gray(img / (255.0 if img.max() > 1 else 1.0))
+            elif img.max() > 1:
+                img = img / 255.0
+            images.append(resize(img, (size, size), anti_aliasing=True))
+            labels.append(label)
+    if not images:
+        raise InputError(f"image-folder {str(root)!r} holds no images with suffixes {sorted(IMAGE_SUFFIXES)}")
+    return LabelledImages(np.stack(images), np.asarray(labels, np.int64), classes)
+
+
+def _stratified_take(labels: np.ndarray, fraction: float, rng: np.random.Generator) -> np.ndarray:
+    """A mask taking ``fraction`` of every class (at least one sample per class)."""
+    mask = np.zeros(len(labels), bool)
+    for c in np.unique(labels):
+        idx = rng.permutation(np.flatnonzero(labels == c))
+        mask[idx[: max(1, int(round(fraction * len(idx))))]] = True
+    return mask
+
+
+def split_users(
+    source: LabelledImages,
+    n_users: int,
+    rng: np.random.Generator,
+    test_fraction: float = 0.25,
+    init_fraction: float = 0.1,
+    standardise: bool = True,
+    split: str = "iid",
+    max_per_user: int | None = None,
+) -> tuple[FederatedData, FederatedPublic]:
+    """Split a labelled image set into test / init / N user sets (section 3.2)."""
+    if n_users < 1:
+        raise InputError(f"n_users must be >= 1; got {n_users}")
+    images = np.asarray(source.images, dtype=np.float64)
+    labels = np.asarray(source.labels, dtype=np.int64)
+    n_classes = int(labels.max()) + 1
+    shape = (int(images.shape[1]), int(images.shape[2]))
+    flat = images.reshape(len(images), -1)
+
+    test = _stratified_take(labels, test_fraction, rng)
+    rest = np.flatnonzero(~test)
+    init_local = _stratified_take(labels[rest], init_fraction, rng)
+    init, train = rest[init_local], rest[~init_local]
+    train = rng.permutation(train)
+    if split == "iid":
+        user = np.arange(len(train)) % n_users
+    elif split == "by-class":
+        user = labels[train] % n_users
+    else:
+        raise InputError(f"split must be 'iid' or 'by-class'; got {split!r}")
+    if max_per_user is not None:
+        keep = np.zeros(len(train), bool)
+        for u in range(n_users):
+            keep[np.flatnonzero(user == u)[:max_per_user]] = True
+        train, user = train[keep], user[keep]
+    if len(train) < n_users or np.bincount(user, minlength=n_users).min() == 0:
+        raise InputError(f"{len(train)} training images cannot give each of {n_users} users at least one")
+
+    if standardise:
+        mean = flat[init].mean(axis=0)
+        std = flat[init].std(axis=0)
+        std = np.where(std < 1e-3, 1.0, std)
+    else:
+        mean, std = np.zeros(flat.shape[1]), np.ones(flat.shape[1])
+
+    def feats(idx: np.ndarray) -> np.ndarray:
+        return (flat[idx] - mean) / std
+
+    private = FederatedData(
+        features=feats(train),
+        labels=labels[train],
+        user_index=user,
+        test_features=feats(np.flatnonzero(test)),
+        test_labels=labels[test],
+        pixels=images[train][..., None],
+        n_users=n_users,
+        n_classes=n_classes,
+        image_shape=shape,
+        class_names=list(source.class_names),
+    )
+    public = FederatedPublic(
+        init_features=feats(init),
+        init_labels=labels[init],
+        feature_mean=mean,
+        feature_std=std,
+        image_shape=shape,
+        n_classes=n_classes,
+    )
+    return private, public

@@ -1,0 +1,60 @@
+"""The dataset plugin of the federated-learning scenario."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from harness import CellContext, Dataset, PluginConfig, Scene
+from harness.errors import ConfigError
+from plugins.federated.data import load_digits_source, load_image_folder, load_lfw_source, split_users
+from plugins.federated.payloads import FederatedData, FederatedPublic
+
+
+class FederatedImagesConfig(PluginConfig):
+    source: Literal["digits", "lfw-faces", "image-folder"] = "digits"
+    root: str | None = Field(None, description="image-folder only: one sub-folder per class")
+    size: int = Field(16, ge=4, le=128, description="image-folder only: images resized to size x size")
+    n_users: int = Field(5, ge=1, le=1000)
+    test_fraction: float = Field(0.25, gt=0, lt=1)
+    init_fraction: float = Field(0.1, gt=0, lt=1)
+    standardise: bool = True
+    split: Literal["iid", "by-class"] = "iid"
+    max_per_user: int | None = Field(None, ge=1)
+
+    @model_validator(mode="after")
+    def _root_for_folder(self) -> FederatedImagesConfig:
+        if self.source == "image-folder" and not self.root:
+            raise ConfigError("source 'image-folder' needs root: a folder with one sub-folder per class")
+        return self
+
+
+class FederatedImages(Dataset):
+    """N users' labelled images (digits 8x8, LFW faces vs non-faces 25x25, or an image folder)."""
+
+    name = "federated-images"
+    version = "1.0"
+    scenario = "federated-learning"
+    Config = FederatedImagesConfig
+    produces = (FederatedData,)
+
+    def load(self, ctx: CellContext) -> Scene:
+        cfg: FederatedImagesConfig = self.config
+        if cfg.source == "digits":
+            source = load_digits_source()
+        elif cfg.source == "lfw-faces":
+            source = load_lfw_source()
+        else:
+            source = load_image_folder(cfg.root, cfg.size)
+        private, public = split_users(
+            source,
+            cfg.n_users,
+            ctx.rng("federated-split"),
+            test_fraction=cfg.test_fraction,
+            init_fraction=cfg.init_fraction,
+            standardise=cfg.standardise,
+            split=cfg.split,
+            max_per_user=cfg.max_per_user,
+        )
+        return Scene(private=private, public=public)

@@ -1,0 +1,62 @@
+"""Truth, target ids and utility of a federated run (what a defense returns besides its release)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness import CellContext, Images, Labels
+from harness.artifacts import save_csv
+from plugins.federated.payloads import FederatedData
+from plugins.federated.protocol import FederatedRun
+
+
+def target_ids(rounds: int, n_users: int) -> list[list[str]]:
+    """``r{t}-u{n}``: the target of user n's update in round t."""
+    return [[f"r{t}-u{n}" for n in range(n_users)] for t in range(rounds)]
+
+
+def target_truth(private: FederatedData, run: FederatedRun) -> dict[str, Images | Labels]:
+    """Per update: the mean image of the samples it was computed on (the sample itself for
+    one SGD step, appendix A.2.1) and their majority label."""
+    images, labels, ids = [], [], []
+    for t, per_user in enumerate(run.targets):
+        for n, rows in enumerate(per_user):
+            images.append(private.pixels[rows].mean(axis=0))
+            labels.append(int(np.bincount(private.labels[rows]).argmax()))
+            ids.append(f"r{t}-u{n}")
+    return {"images": Images(np.stack(images), ids), "labels": Labels(np.asarray(labels), ids)}
+
+
+def accuracy_curve(run: FederatedRun, ctx: CellContext) -> None:
+    """CSV and PNG of test accuracy per round (round 0 is w̄_0) in the artifact folder."""
+    if ctx.artifact_dir is None:
+        return
+    save_csv(ctx.artifact("accuracy_per_round.csv"), [{"round": t, "accuracy": a} for t, a in enumerate(run.accuracy)])
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot(range(len(run.accuracy)), run.accuracy, marker=".")
+    ax.set_xlabel("round")
+    ax.set_ylabel("test accuracy")
+    fig.tight_layout()
+    fig.savefig(ctx.artifact("accuracy_per_round.png"), dpi=100)
+    plt.close(fig)
+
+
+def base_utility(run: FederatedRun) -> tuple[dict[str, float], dict[str, bool]]:
+    utility = {
+        "test_accuracy": float(run.accuracy[-1]),
+        "test_accuracy_init": float(run.accuracy[0]),
+        "update_sparsity": float(np.mean(run.sparsity)) if run.sparsity else 0.0,
+        "bytes_per_user_round": float(run.bytes_per_user_round),
+    }
+    directions = {
+        "test_accuracy": True,
+        "test_accuracy_init": True,
+        "update_sparsity": True,
+        "bytes_per_user_round": False,
+    }
+    return utility, directions

@@ -1,0 +1,176 @@
+"""Rounds of federated averaging (dphe.md section 2.1, Figure 1), plaintext or with DPHE.
+
+Round t: (1) the aggregator shares w̄_t; (2) each user updates it locally (eq. 10) and
+sends w_t^(n) -- in plaintext, or DPHE-encrypted (Algorithm 1); (3) the aggregator
+publishes w̄_{t+1} = (1/N) sum_n w_t^(n). w̄_0 is trained on the public initialisation set
+(section 3.2). Everything runs in one process (as in the paper's own experiments,
+section 3.1: "implemented in a single computer ... no transmissions"); bytes sent are
+counted from the serialised messages.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from harness import CellContext
+from harness.errors import InputError
+from plugins.federated import linear
+from plugins.federated import paillier as pl
+from plugins.federated.payloads import FederatedData, FederatedPublic
+from plugins.federated.roles import Aggregator, KeyGenerator, Message, User
+
+#: A hook that perturbs a user's update (RA12's noise): (user, w_bar, w_new, rng) -> w_new.
+Perturb = Callable[[int, np.ndarray, np.ndarray, np.random.Generator], np.ndarray]
+
+
+@dataclass
+class DpheSettings:
+    """Algorithm 1's knobs: key size and encryption capacity M (section 3.1: M = ceil(0.1 D NC))."""
+
+    key_bits: int = 1024
+    capacity_fraction: float = 0.1
+    workers: int | None = None
+
+
+@dataclass
+class FederatedRun:
+    """Everything a defense needs to build its release, truth and utility."""
+
+    averages: np.ndarray
+    updates: np.ndarray
+    targets: list[list[np.ndarray]]
+    accuracy: list[float]
+    sparsity: list[float]
+    messages: list[list[Message]] = field(default_factory=list)
+    modulus: int = 0
+    ciphertext_width: int = 0
+    capacity: int = 0
+    encryption_seconds: float = 0.0
+    offline_seconds: float = 0.0
+    values_encrypted: int = 0
+    bytes_per_user_round: float = 0.0
+    secure_max_abs_error: float = float("nan")
+
+
+def initial_classifier(public: FederatedPublic, cfg: linear.LocalTraining) -> np.ndarray:
+    """w̄_0 from the public initialisation set (section 3.2)."""
+    return linear.train_full_batch(public.init_features, public.init_labels, public.n_classes, cfg, cfg.init_epochs)
+
+
+@dataclass
+class _Parties:
+    """The DPHE roles of one run (absent for plaintext FedAvg)."""
+
+    keygen: KeyGenerator
+    aggregator: Aggregator
+    users: list[User]
+    pool: pl.ObfuscatorPool
+
+    @classmethod
+    def create(cls, dim: int, n_users: int, settings: DpheSettings) -> _Parties:
+        capacity = max(1, min(dim, math.ceil(settings.capacity_fraction * dim)))
+        keygen = KeyGenerator(dim, n_users, capacity, settings.key_bits)
+        pool = pl.ObfuscatorPool(keygen.public_key, settings.workers)
+        aggregator = Aggregator(keygen.credentials_for_aggregator(), n_users, pool)
+        users = [User(keygen.credentials_for_user(n)) for n in range(n_users)]
+        return cls(keygen, aggregator, users, pool)
+
+
+def run_federated(
+    private: FederatedData,
+    public: FederatedPublic,
+    cfg: linear.LocalTraining,
+    rounds: int,
+    ctx: CellContext,
+    dphe: DpheSettings | None = None,
+    perturb: Perturb | None = None,
+) -> FederatedRun:
+    """Run ``rounds`` rounds; with ``dphe`` every update goes through Algorithm 1."""
+    if rounds < 1:
+        raise InputError(f"rounds must be >= 1; got {rounds}")
+    shape = (private.n_classes, private.dim + 1)
+    parties = _Parties.create(int(np.prod(shape)), private.n_users, dphe) if dphe is not None else None
+    try:
+        return _run_rounds(private, public, cfg, rounds, ctx, parties, perturb)
+    finally:
+        if parties is not None:
+            parties.pool.close()
+
+
+def _run_rounds(
+    private: FederatedData,
+    public: FederatedPublic,
+    cfg: linear.LocalTraining,
+    rounds: int,
+    ctx: CellContext,
+    parties: _Parties | None,
+    perturb: Perturb | None,
+) -> FederatedRun:
+    n_users = private.n_users
+    shape = (private.n_classes, private.dim + 1)
+    dim = int(np.prod(shape))
+    rng = ctx.rng("federated-rounds")
+    width = pl.ciphertext_bytes(parties.keygen.public_key) if parties is not None else 0
+    w_bar = initial_classifier(public, cfg)
+    averages = [w_bar]
+    all_updates, targets, messages_log = [], [], []
+    acc = [linear.accuracy(w_bar, private.test_features, private.test_labels)]
+    sparsities: list[float] = []
+    enc_seconds, values_encrypted, bytes_sent, max_err = 0.0, 0, 0, 0.0
+
+    for t in ctx.progress(range(rounds), desc="federated rounds", total=rounds):
+        updates, used = [], []
+        for n in range(n_users):
+            rows = private.rows_of(n)
+            w_new, local_rows = linear.local_update(w_bar, private.features[rows], private.labels[rows], cfg, rng)
+            if perturb is not None:
+                w_new = perturb(n, w_bar, w_new, rng)
+            updates.append(w_new)
+            used.append(rows[local_rows])
+        updates_arr = np.stack(updates)
+        sparsities.append(float(np.mean(updates_arr == 0.0)))
+        plain_mean = updates_arr.mean(axis=0)
+        if parties is not None:
+            round_msgs: list[Message] = []
+            # Offline phase: obfuscators r^n for this round's values, computed before any is encrypted.
+            need = sum(u.values_needed(updates_arr[n]) for n, u in enumerate(parties.users)) + 1
+            parties.pool.fill(need - len(parties.pool))
+            for n, user in enumerate(parties.users):
+                start = time.perf_counter()
+                msgs = user.encrypt(updates_arr[n].reshape(-1), parties.pool)
+                enc_seconds += time.perf_counter() - start
+                values_encrypted += sum(len(m.ciphertexts) for m in msgs)
+                bytes_sent += sum(len(m.ciphertexts) * (width + 8) for m in msgs)
+                round_msgs.extend(msgs)
+            w_bar = parties.aggregator.average(round_msgs, parties.keygen, t).reshape(shape)
+            max_err = max(max_err, float(np.max(np.abs(w_bar - plain_mean))))
+            messages_log.append(round_msgs)
+        else:
+            w_bar = plain_mean
+            bytes_sent += n_users * dim * 8
+        averages.append(w_bar)
+        all_updates.append(updates_arr)
+        targets.append(used)
+        acc.append(linear.accuracy(w_bar, private.test_features, private.test_labels))
+
+    return FederatedRun(
+        averages=np.stack(averages),
+        updates=np.stack(all_updates),
+        targets=targets,
+        accuracy=acc,
+        sparsity=sparsities,
+        messages=messages_log,
+        modulus=int(parties.keygen.public_key.n) if parties is not None else 0,
+        ciphertext_width=width,
+        capacity=parties.aggregator.capacity if parties is not None else 0,
+        encryption_seconds=enc_seconds,
+        offline_seconds=parties.pool.offline_seconds if parties is not None else 0.0,
+        values_encrypted=values_encrypted,
+        bytes_per_user_round=bytes_sent / (n_users * rounds),
+        secure_max_abs_error=max_err if parties is not None else float("nan"),
+    )
