@@ -159,7 +159,10 @@ class LdpFeat(Defense):
             if ctx.artifact_dir is not None:
                 ctx.artifact("privacy_audit.json").write_text(json.dumps(_audit_record(audit), indent=2))
         if images is not None and cfg.utility:
-            utility.update(self._matching_utility(images, public, k, ctx))
+            matching = self._matching_utility(images, public, k, ctx)
+            if "hpatches_n_matches" in matching and "hpatches_mma_3px" in matching:
+                matching["hpatches_correct_matches_3px"] = matching["hpatches_n_matches"] * matching["hpatches_mma_3px"]
+            utility.update(matching)
         truth: dict[str, Payload] = {"descriptors": features}
         if images is not None:
             truth["images"] = images

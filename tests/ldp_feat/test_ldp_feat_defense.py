@@ -1,0 +1,119 @@
+"""The ldp-feat defense plugin end to end on tiny images (simulated jittered dictionary)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from harness import Cache, CellContext, Images
+from plugins.descriptor_release import ldp
+from plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, RawFeatures
+from plugins.defenses.ldp_feat import LdpFeat, candidate_distance
+
+SIFT = {"max_keypoints": 64, "detector": "dense", "dense_step": 8}
+
+
+def _images(names: list[str], size: int = 64) -> Images:
+    from skimage import color, data, transform
+
+    out = []
+    for n in names:
+        a = np.asarray(getattr(data, n)(), np.float32)
+        a = a / 255.0 if a.max() > 1.5 else a
+        a = color.rgb2gray(a[..., :3]) if a.ndim == 3 else a
+        out.append(transform.resize(a, (size, size), anti_aliasing=True).astype(np.float32))
+    return Images(np.stack(out)[..., None], names)
+
+
+@pytest.fixture(scope="module")
+def scene():
+    return _images(["camera", "astronaut"]), DescriptorPublic(_images(["coffee", "coins", "moon"]), _images(["brick"]))
+
+
+def _defense(**kw) -> LdpFeat:
+    base = dict(dictionary_size=64, dictionary_source="jittered", sift=SIFT, audit_trials=4000, utility=False)
+    return LdpFeat(LdpFeat.Config(**{**base, **kw}))
+
+
+def _ctx(tmp_path) -> CellContext:
+    return CellContext(seed=0, cache=Cache(tmp_path / "cache"), artifact_dir=tmp_path / "art", quiet=True)
+
+
+def test_release_is_m_subsets_of_the_public_dictionary(scene, tmp_path):
+    private, public = scene
+    d = _defense(epsilon=2.0, m=3)
+    out = d.protect(private, public, _ctx(tmp_path))
+    rel, k = out.release, d.dictionary(public, _ctx(tmp_path))
+    assert isinstance(rel, LdpFeatures) and rel.m == 3 and rel.n_keypoints > 50
+    assert np.array_equal(rel.candidates, k[rel.candidate_ids])
+    assert all(len(set(r)) == 3 for r in rel.candidate_ids.tolist())
+    assert set(vars(rel)) == {"keypoints", "image_index", "image_ids", "image_size", "candidates", "candidate_ids"}
+    assert isinstance(out.truth["descriptors"], RawFeatures) and out.truth["images"] is private
+    u = out.utility
+    assert u["inclusion_probability"] == pytest.approx(3 * math.exp(2) / (3 * math.exp(2) + 64 - 3))
+    assert 0 <= u["epsilon_empirical_lb"] <= 2.0 and u["epsilon_empirical_violation"] == 0.0
+    assert (tmp_path / "art" / "privacy_audit.json").exists()
+    again = d.protect(private, public, _ctx(tmp_path)).release  # same seed, same release
+    assert np.array_equal(again.candidate_ids, rel.candidate_ids)
+
+
+def test_epsilon_inf_releases_the_exact_nearest_neighbour(scene, tmp_path):
+    private, public = scene
+    d = _defense(epsilon=math.inf, m=1)
+    out = d.protect(private, public, _ctx(tmp_path))
+    k = d.dictionary(public, _ctx(tmp_path))
+    desc = out.truth["descriptors"].descriptors
+    brute = np.argmin(((desc[:, None, :] - k[None]) ** 2).sum(-1), axis=1)
+    assert np.array_equal(out.release.candidate_ids[:, 0], brute)
+    assert out.utility["inclusion_rate"] == 1.0
+
+
+def test_naive_variant_has_no_utility(scene, tmp_path):
+    private, public = scene
+    out = _defense(dictionary_size="full", epsilon=10.0, m=2).protect(private, public, _ctx(tmp_path))
+    assert out.release.candidate_ids is None and out.release.m == 2
+    assert out.utility["log10_inclusion_probability"] < -300 and out.utility["inclusion_rate"] == 0.0
+    assert out.utility["best_candidate_cosine"] < 0.9
+
+
+def test_matching_utility_with_all_candidates(scene, tmp_path):
+    private, public = scene
+    matching = {"homographies_per_image": 1, "stereo": False}
+    good = _defense(epsilon=math.inf, m=1, utility=True, matching=matching).protect(private, public, _ctx(tmp_path))
+    bad = _defense(epsilon=0.0, m=1, utility=True, matching=matching).protect(private, public, _ctx(tmp_path))
+    assert "hpatches_homography_acc" in good.utility and "hpatches_correct_matches_3px" in good.utility
+    assert good.utility["hpatches_correct_matches_3px"] >= bad.utility["hpatches_correct_matches_3px"]
+
+
+def test_candidate_distance_is_min_over_candidates():
+    rng = np.random.default_rng(0)
+    cand = rng.random((3, 4, 128)).astype(np.float32)
+    ref = rng.random((5, 128)).astype(np.float32)
+    kp, idx = np.zeros((3, 2)), np.zeros(3, np.int64)
+    q = LdpFeatures(kp, idx, ["a"], (8, 8), cand)
+    r = RawFeatures(np.zeros((5, 2)), np.zeros(5, np.int64), ["b"], (8, 8), ref)
+    got = candidate_distance(q, np.arange(3), r, np.arange(5))
+    brute = np.linalg.norm(cand[:, :, None, :] - ref[None, None], axis=-1).min(axis=1)
+    assert np.allclose(got, brute, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "kw,match",
+    [({"epsilon": -1.0}, "greater than or equal to 0"), ({"m": 65, "dictionary_size": 64}, "exceeds dictionary_size"),
+     ({"epsilon": math.inf, "m": 2}, "m must be 1"), ({"dictionary_size": 1}, ">= 2 or 'full'")],
+)
+def test_bad_config(kw, match):
+    with pytest.raises(ValidationError, match=match):
+        LdpFeat.Config(**kw)
+
+
+def test_registered_in_scenario_hooks():
+    from plugins.descriptor_release import hooks
+
+    seen = []
+    hooks.vispriv_register_defenses(seen.append)
+    assert LdpFeat in seen and LdpFeat.produces == (LdpFeatures,)
+    assert ldp.NAIVE_LOG_DOMAIN_SIZE == pytest.approx(1024 * math.log(2))
