@@ -43,14 +43,24 @@ class InversionAttackConfig(PluginConfig):
 
     sift: SiftConfig = SiftConfig()
     network: InversionConfig = InversionConfig()
+    train_on: tuple[Literal["public", "lifting"], ...] = Field(
+        ("public", "lifting"), min_length=1, description="public image sets the network trains on (both are public knowledge)"
+    )
     checkpoint: str | None = Field(None, description="load this checkpoint instead of training")
     grid_images: int = Field(8, ge=1, description="reconstructions shown in the PNG grid")
 
 
-def _public_images(public: Payload | None, name: str) -> Images:
+def _public_images(public: Payload | None, name: str, sets: tuple[str, ...] = ("public",)) -> Images:
+    """The named public image sets of the scene, stacked (resized to the first set's size)."""
     if not isinstance(public, DescriptorPublic):
         raise InputError(f"{name} needs DescriptorPublic (public images to train on); got {type(public).__name__}")
-    return public.public
+    parts = [getattr(public, s) for s in sets]
+    h, w = parts[0].images.shape[1:3]
+    arrays = [p.images if p.images.shape[1:3] == (h, w) else
+              np.stack([resize(im, (h, w), anti_aliasing=True) for im in p.images]).astype(np.float32) for p in parts]
+    channels = max(a.shape[-1] for a in arrays)
+    arrays = [np.repeat(a, channels // a.shape[-1], axis=-1) for a in arrays]
+    return Images(np.concatenate(arrays), [f"{s}/{i}" for s, p in zip(sets, parts) for i in p.ids])
 
 
 def _sized(images: Images, sift: SiftConfig) -> Images:
@@ -82,7 +92,7 @@ class _Inversion(Attack):
 
     def training_sets(self, release: Payload, public: Payload | None, ctx: CellContext) -> list[tuple[Images, SparseFeatures]]:
         """(images, features) of every augmentation variant of every public image."""
-        images = _sized(_public_images(public, self.name), self.config.sift)
+        images = _sized(_public_images(public, self.name, self.config.train_on), self.config.sift)
         cfg = self.config.network
         sets = []
         for variant in variant_sets(images, cfg.scales, cfg.flip):

@@ -1,0 +1,110 @@
+"""The inversion attacks as plugins: estimates, the shared cache, artifacts, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness import Cache, CellContext, Images
+from harness.data.bundled import load_split
+from harness.errors import InputError
+from plugins.attacks.inversion import Dia, InvertLdp, InvertRaw, MeanImage
+from plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, LiftedFeatures
+from plugins.descriptor_release.sift import SiftConfig, extract_features
+from plugins.descriptor_release.subspace import lift
+from plugins.metrics.inversion_report import ReconstructionReport
+
+SIZE = 64
+NET = {"crop": 32, "depth": 2, "width": 8, "max_width": 16, "projection": 8, "batch_size": 2, "steps": 3, "flip": False}
+SIFT = SiftConfig(max_keypoints=200)
+
+
+@pytest.fixture(scope="module")
+def scene():
+    test = load_split("test", SIZE)
+    public = DescriptorPublic(lifting=load_split("lifting", SIZE), public=load_split("public", SIZE))
+    return test, public, extract_features(test, SIFT)
+
+
+def ctx_for(tmp_path):
+    return CellContext(seed=0, cache=Cache(tmp_path / "cache"), artifact_dir=tmp_path / "art", quiet=True)
+
+
+def raw_attack(**extra):
+    return InvertRaw(InvertRaw.Config(sift=SIFT, network=NET, train_on=("public",), **extra))
+
+
+def test_invert_raw_estimates_every_image_and_second_run_loads_the_checkpoint(scene, tmp_path):
+    test, public, raw = scene
+    ctx = ctx_for(tmp_path)
+    first = raw_attack().attack(raw, public, ctx)
+    est = first.estimate["images"]
+    assert est.images.shape == (len(test.ids), SIZE, SIZE, 1)
+    assert est.ids == test.ids
+    assert first.metrics["trained"] == 1.0 and first.metrics["train_images_per_second"] > 0
+    assert first.metrics["keypoints_per_image"] == pytest.approx(raw.n_keypoints / len(test.ids))
+    assert (tmp_path / "art" / "invert-raw_reconstructions.png").stat().st_size > 0
+    second = raw_attack().attack(raw, public, ctx)
+    assert second.metrics["trained"] == 0.0
+    np.testing.assert_allclose(second.estimate["images"].images, est.images, atol=1e-6)
+    # a user-supplied checkpoint is used as is; a lifted release does not fit its channels
+    path = next((ctx.cache.root / "inversion-net").glob("*.ckpt"))
+    third = raw_attack(checkpoint=str(path)).attack(raw, public, CellContext(seed=0, quiet=True))
+    np.testing.assert_allclose(third.estimate["images"].images, est.images, atol=1e-6)
+    lifted = _lifted(raw, 2)
+    dia = Dia(Dia.Config(sift=SIFT, network=NET, train_on=("public",), checkpoint=str(path), mode="random"))
+    with pytest.raises(InputError, match="384 channels but the inversion network expects 128"):
+        dia.attack(lifted, public, CellContext(seed=0, quiet=True))
+
+
+def test_bad_public_and_release_types(scene, tmp_path):
+    _, public, raw = scene
+    with pytest.raises(InputError, match="DescriptorPublic"):
+        raw_attack().attack(raw, Images(np.zeros((1, 64, 64, 3))), ctx_for(tmp_path))
+    with pytest.raises(InputError, match="needs RawFeatures"):
+        raw_attack().attack(_lifted(raw, 2), public, ctx_for(tmp_path))
+    with pytest.raises(InputError, match="not found"):
+        raw_attack(checkpoint=str(tmp_path / "nope.ckpt")).attack(raw, public, ctx_for(tmp_path))
+
+
+def _lifted(raw, m):
+    lifting = lift(raw.descriptors, m, "random", np.random.default_rng(0))
+    return LiftedFeatures(raw.keypoints, raw.image_index, raw.image_ids, raw.image_size,
+                          offsets=lifting.offsets, bases=lifting.bases)
+
+
+def test_dia_reads_offset_and_basis_channels(scene, tmp_path):
+    test, public, raw = scene
+    attack = Dia(Dia.Config(sift=SIFT, network=NET, train_on=("public",), mode="random"))
+    feats = attack.release_features(_lifted(raw, 2))
+    assert feats.channels == 3 * 128
+    result = attack.attack(_lifted(raw, 2), public, ctx_for(tmp_path))
+    assert result.estimate["images"].images.shape == (len(test.ids), SIZE, SIZE, 1)
+
+
+def test_invert_ldp_stacks_m_candidates(scene, tmp_path):
+    test, public, raw = scene
+    rng = np.random.default_rng(0)
+    cands = rng.normal(size=(raw.n_keypoints, 2, 128)).astype(np.float32)
+    release = LdpFeatures(raw.keypoints, raw.image_index, raw.image_ids, raw.image_size, candidates=cands)
+    attack = InvertLdp(InvertLdp.Config(sift=SIFT, network=NET, train_on=("public",), dictionary_size=16))
+    feats = attack.release_features(release)
+    assert feats.channels == 256
+    np.testing.assert_array_equal(feats.features[:, 128:], cands[:, 1])
+    result = attack.attack(release, public, ctx_for(tmp_path))
+    assert result.estimate["images"].images.shape == (len(test.ids), SIZE, SIZE, 1)
+
+
+def test_mean_image_and_reconstruction_report(scene, tmp_path):
+    test, public, raw = scene
+    est = MeanImage().attack(raw, public, ctx_for(tmp_path)).estimate["images"]
+    expected = public.public.images.mean(axis=-1).mean(axis=0)
+    assert est.images.shape == (len(test.ids), SIZE, SIZE, 1)
+    np.testing.assert_allclose(est.images[2, :, :, 0], expected, atol=1e-5)
+    ctx = ctx_for(tmp_path)
+    scores = ReconstructionReport().score(test, est, ctx)
+    assert 0 <= scores["ssim_min"] <= scores["ssim_median"] < 1
+    perfect = ReconstructionReport().score(test, Images(test.images.mean(-1, keepdims=True), test.ids), ctx)
+    assert perfect["ssim_min"] == pytest.approx(1.0)
+    assert (tmp_path / "art" / "reconstruction_grid.png").stat().st_size > 0
+    assert (tmp_path / "art" / "reconstruction_per_image.csv").read_text().count("\n") == len(test.ids) + 1
