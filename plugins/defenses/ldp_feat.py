@@ -47,6 +47,9 @@ class LdpFeatConfig(PluginConfig):
     )
     dictionary_augment: int = Field(3, ge=0, le=32, description="random views per public image for k-means")
     jitter_sigma: float = Field(0.05, gt=0.0, description="noise of the simulated jittered dictionary")
+    dictionary_seed: int = Field(
+        0, ge=0, description="seed of k-means / jitter / IVF training: K is public, so anyone rebuilds the same K"
+    )
     quantiser: Literal["exact", "ivf"] = "exact"
     nlist: int = Field(1024, ge=1)
     nprobe: int = Field(16, ge=1)
@@ -95,14 +98,18 @@ class LdpFeat(Defense):
     # ------------------------------------------------------------------ pieces
 
     def dictionary(self, public: Payload | None, ctx: CellContext) -> np.ndarray:
-        """The public dictionary K, (|K|, 128), built from ``public.lifting`` (cached)."""
+        """The public dictionary K, (|K|, 128), built from ``public.lifting`` (cached).
+
+        A deterministic function of the public images and the config (``dictionary_seed``),
+        not of the cell's seed, so an attacker who knows the config rebuilds exactly K.
+        """
         from plugins.descriptor_release.dictionary import build_dictionary
 
         cfg = self.config
         if not isinstance(public, DescriptorPublic):
             raise InputError("ldp-feat needs DescriptorPublic images to build its public dictionary K")
         size = int(cfg.dictionary_size)
-        seed = ctx.child_seed("ldp-feat", "dictionary")
+        seed = cfg.dictionary_seed
         if cfg.dictionary_source == "kmeans":
             k = build_dictionary(public.lifting, size, cfg.sift, seed, augment=cfg.dictionary_augment, cache=ctx.cache)
         else:
@@ -110,9 +117,10 @@ class LdpFeat(Defense):
             k = ldp.jittered_dictionary(real, size, cfg.jitter_sigma, seed)
         return ldp.check_dictionary(k)
 
-    def quantiser(self, dictionary: np.ndarray, ctx: CellContext) -> ldp.Quantiser:
+    def quantiser(self, dictionary: np.ndarray, ctx: CellContext | None = None) -> ldp.Quantiser:
+        """The fixed quantiser d -> d' (exact, or IVF trained with ``dictionary_seed``)."""
         cfg = self.config
-        qcfg = ldp.QuantiserConfig(cfg.quantiser, cfg.nlist, cfg.nprobe, ctx.child_seed("ldp-feat", "ivf"))
+        qcfg = ldp.QuantiserConfig(cfg.quantiser, cfg.nlist, cfg.nprobe, cfg.dictionary_seed)
         return ldp.Quantiser(dictionary, qcfg)
 
     # ------------------------------------------------------------------ protect
