@@ -30,6 +30,7 @@ from skimage.transform import resize
 from harness import Attack, AttackResult, CellContext, Images, Payload, PluginConfig
 from harness.artifacts import save_image_grid
 from harness.errors import InputError
+from harness.hashing import derive_seed
 from plugins.descriptor_release.inversion import InversionConfig, SparseFeatures, load_checkpoint, reconstruct, train_or_load
 from plugins.descriptor_release.inversion.data import variant_sets
 from plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, LiftedFeatures, RawFeatures
@@ -94,9 +95,11 @@ class _Inversion(Attack):
         """(images, features) of every augmentation variant of every public image."""
         images = _sized(_public_images(public, self.name, self.config.train_on), self.config.sift)
         cfg = self.config.network
+        # Training randomness follows the config's seed, not the cell's, so cells share one network.
+        train_ctx = ctx.with_seed(derive_seed(cfg.seed, self.name))
         sets = []
         for variant in variant_sets(images, cfg.scales, cfg.flip):
-            sets.append((variant, self.public_features(variant, release, public, ctx)))
+            sets.append((variant, self.public_features(variant, release, public, train_ctx)))
         return sets
 
     def attack(self, release: Payload, public: Payload | None, ctx: CellContext) -> AttackResult:

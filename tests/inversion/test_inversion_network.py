@@ -95,7 +95,10 @@ def test_training_is_cached_and_second_call_loads_the_same_weights(tmp_path):
     assert second.info["trained"] == 0.0 and ctx.cache.hits == 1
     for a, b in zip(first.net.state_dict().values(), second.net.state_dict().values()):
         assert torch.equal(a, b)
-    # other training data or another config -> another entry
+    # another cell (another ctx seed) shares the network: section 6.1 trains it once
+    assert train_or_load(sets, cfg, ctx_for(tmp_path, seed=5)).info["trained"] == 0.0
+    assert train_or_load(sets, cfg.model_copy(update={"seed": 1}), ctx).info["trained"] == 1.0
+    # other training data -> another entry
     other = train_or_load([(Images(imgs[:3]), grid_features(imgs[:3]))], cfg, ctx)
     assert other.info["trained"] == 1.0
 

@@ -33,6 +33,7 @@ class InversionConfig(PluginConfig):
     keep_max: float = Field(1.0, gt=0, le=1)
     scales: tuple[float, ...] = Field((1.0,), description="rescale factors of the public images (augmentation)")
     flip: bool = Field(True, description="also train on horizontally flipped public images")
+    seed: int = Field(0, description="training seed; fixed (not the cell's) so every cell shares one network")
     accelerator: str = "cpu"
     devices: int | str = 1
     precision: Literal["32", "bf16-mixed", "16-mixed"] = "32"

@@ -1,7 +1,8 @@
 """Train once, cache by content, reconstruct (ldp-feat.md section 6.1, 6.3).
 
-A trained network is a Lightning checkpoint in the cache, keyed by the training config,
-the seed and a fingerprint of the training data (images and features of every variant),
+A trained network is a Lightning checkpoint in the cache, keyed by the training config
+(its own ``seed`` included, not the cell's: every cell of a matrix shares one network, as
+section 6.1 uses one pre-trained network for all attacks) and a fingerprint of the training data (images and features of every variant),
 so a second matrix run with the same public data never retrains. Writes are atomic
 (temporary file renamed into place); loads use ``torch.load(weights_only=True)``.
 """
@@ -21,7 +22,7 @@ import torch
 
 from harness import CellContext, Images
 from harness.errors import InputError
-from harness.hashing import fingerprint
+from harness.hashing import derive_seed, fingerprint
 from plugins.descriptor_release.inversion.config import InversionConfig
 from plugins.descriptor_release.inversion.data import CropDataset, collate
 from plugins.descriptor_release.inversion.featuremap import SparseFeatures, flat_pixel_index
@@ -67,7 +68,7 @@ def load_checkpoint(path: str | Path) -> SparseUNet:
 
 
 def _fit(sets: list[tuple[Images, SparseFeatures]], out_channels: int, cfg: InversionConfig, ctx: CellContext) -> tuple[InversionModule, L.Trainer, dict[str, Any]]:
-    seed = ctx.child_seed("inversion-train")
+    seed = derive_seed(cfg.seed, "inversion-train")
     torch.manual_seed(seed)
     data = CropDataset(sets, cfg.crop, (cfg.keep_min, cfg.keep_max), cfg.color, cfg.steps * cfg.batch_size, seed)
     loader = torch.utils.data.DataLoader(data, batch_size=cfg.batch_size, shuffle=False, collate_fn=collate, num_workers=0)
@@ -122,7 +123,7 @@ def train_or_load(
 ) -> TrainedInverter:
     """The network trained on ``sets`` (one (images, features) pair per augmentation variant).
 
-    Loaded from ``ctx.cache`` when an entry with the same config, seed, ``tag`` and
+    Loaded from ``ctx.cache`` when an entry with the same config, ``tag`` and
     training-data fingerprint exists; a damaged entry is retrained and replaced.
     """
     if not sets:
@@ -135,7 +136,6 @@ def train_or_load(
         "version": CACHE_VERSION,
         "tag": tag,
         "config": cfg.model_dump(mode="json", exclude={"accelerator", "devices"}),
-        "seed": ctx.seed,
         "data": training_fingerprint(sets),
     }
     path = None
