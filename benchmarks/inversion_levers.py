@@ -1,8 +1,8 @@
 """Levers of the inversion attack (issue 4, "How strong it has to be"), measured on 2 CPU cores.
 
-Trains the sparse-SIFT inversion U-Net on bundled public photos (scikit-image / scikit-learn
-samples; real photos, nothing simulated) under several settings and scores reconstructions
-of 128x128 crops of *held-out* photos (SSIM, scikit-image, data_range=1). Every condition
+Trains the sparse-SIFT inversion U-Net on the bundled ``public`` (+ ``lifting``) photos of
+harness.data.bundled (real photos, nothing simulated) under several settings and scores
+reconstructions of every crop (a quarter crop apart) of the held-out ``test`` photos (SSIM, scikit-image, data_range=1). Every condition
 is compared against the baseline condition on the same test crops (paired difference and
 its standard error) and against the mean-image predictor (the mean public crop).
 
@@ -18,87 +18,67 @@ import argparse
 import time
 
 import numpy as np
-import skimage.data as sd
-from skimage.transform import resize
-from sklearn.datasets import load_sample_images
 
 from harness import Cache, CellContext, Images
+from harness.data.bundled import load_split
 from plugins.descriptor_release.inversion import InversionConfig, SparseFeatures, reconstruct, train_or_load
 from plugins.descriptor_release.inversion.data import variant_sets
 from plugins.descriptor_release.sift import SiftConfig, extract_features
 from plugins.metrics.image_quality import per_image_quality
 
-PUBLIC = ["astronaut", "camera", "coffee", "rocket", "brick", "grass", "gravel", "coins", "moon",
-          "hubble_deep_field", "immunohistochemistry", "cell", "motorcycle", "china"]
-TEST = ["chelsea", "flower", "motorcycle_right"]
-
-
-def photo(name: str, short: int) -> np.ndarray:
-    if name in ("china", "flower"):
-        im = load_sample_images().images[0 if name == "china" else 1]
-    elif name == "motorcycle":
-        im = sd.stereo_motorcycle()[0]
-    elif name == "motorcycle_right":
-        im = sd.stereo_motorcycle()[1]
-    else:
-        im = getattr(sd, name)()
-    im = np.asarray(im, np.float32)
-    im = im / 255.0 if im.max() > 1 else im
-    if im.ndim == 2:
-        im = np.repeat(im[..., None], 3, axis=-1)
-    im = im[..., :3]
-    h, w = im.shape[:2]
-    s = short / min(h, w)
-    return resize(im, (round(h * s), round(w * s)), anti_aliasing=True).astype(np.float32)
+def split(name: str, side: int) -> Images:
+    """A split of the bundled photos (harness.data.bundled: the matrix's own data)."""
+    return load_split(name, side)
 
 
 def to_sparse(raw) -> SparseFeatures:
     return SparseFeatures(raw.keypoints, raw.descriptors, raw.image_index, raw.image_ids, raw.image_size)
 
 
-def test_crops(short: int, crop: int, stride: int) -> Images:
+def test_crops(side: int, crop: int, stride: int) -> Images:
+    """Every ``crop`` x ``crop`` window (``stride`` apart) of the held-out test photos."""
     crops, ids = [], []
-    for name in TEST:
-        im = photo(name, short)
-        for top in range(0, im.shape[0] - crop + 1, stride):
-            for left in range(0, im.shape[1] - crop + 1, stride):
+    test = split("test", side)
+    for name, im in zip(test.ids, test.images):
+        for top in range(0, side - crop + 1, stride):
+            for left in range(0, side - crop + 1, stride):
                 crops.append(im[top : top + crop, left : left + crop])
                 ids.append(f"{name}-{top}-{left}")
     return Images(np.stack(crops), ids)
 
 
 CONDITIONS = {
-    # name: (sift overrides, inversion overrides, photo short side, crop)
-    "base": ({}, {}, 128, 64),
-    "l1-only": ({}, {"ssim_weight": 0.0}, 128, 64),
-    "no-augment": ({}, {"flip": False, "keep_min": 1.0}, 128, 64),
-    "dense-step4": ({"detector": "dense", "dense_step": 4, "max_keypoints": 20000}, {}, 128, 64),
-    "res-128": ({}, {"crop": 128, "depth": 5, "width": 16}, 256, 128),
+    # name: (sift overrides, inversion overrides, photo side, crop, training splits)
+    "base": ({}, {}, 128, 64, ("public", "lifting")),
+    "l1-only": ({}, {"ssim_weight": 0.0}, 128, 64, ("public", "lifting")),
+    "no-augment": ({}, {"flip": False, "keep_min": 1.0}, 128, 64, ("public", "lifting")),
+    "public-only": ({}, {}, 128, 64, ("public",)),
+    "dense-step4": ({"detector": "dense", "dense_step": 4, "max_keypoints": 20000}, {}, 128, 64, ("public", "lifting")),
+    "res-256": ({}, {"crop": 128, "depth": 5, "width": 16}, 256, 128, ("public", "lifting")),
 }
 
 
 def run(name: str, minutes: float, steps: int, cache: Cache) -> dict:
-    sift_over, inv_over, short, crop = CONDITIONS[name]
+    sift_over, inv_over, side, crop, splits = CONDITIONS[name]
     sift = SiftConfig(**{"max_keypoints": 2000, **sift_over})
     cfg = InversionConfig(**{"crop": crop, "steps": steps, "max_minutes": minutes, **inv_over})
     ctx = CellContext(seed=0, cache=cache, quiet=True)
     t0 = time.perf_counter()
     sets = []
-    for p in PUBLIC:
-        for variant in variant_sets(Images(photo(p, short)[None], [p]), cfg.scales, cfg.flip):
-            sets.append((variant, to_sparse(extract_features(variant, sift, cache))))
-    test = test_crops(short, crop, crop // 4)
+    train = [split(s, side) for s in splits]
+    train = Images(np.concatenate([t.images for t in train]), [i for t in train for i in t.ids])
+    for variant in variant_sets(train, cfg.scales, cfg.flip):
+        sets.append((variant, to_sparse(extract_features(variant, sift, cache))))
+    test = test_crops(side, crop, crop // 4)
     test_feats = to_sparse(extract_features(test, sift, cache))
     t_extract = time.perf_counter() - t0
     trained = train_or_load(sets, cfg, ctx, tag="levers")
     recon = reconstruct(trained.net, test_feats)
     ssim = np.array([r["ssim"] for r in per_image_quality(test, Images(recon, test.ids))])
-    mean_img = np.mean([s[0].images.mean(axis=(0, 1, 2)) for s in sets])  # not used for SSIM
     grey_public = np.concatenate([s[0].images.mean(-1).reshape(-1) for s in sets])
     const = np.full_like(recon, float(np.mean(grey_public)))
     ssim_mean = np.array([r["ssim"] for r in per_image_quality(test, Images(const, test.ids))])
     kp = np.bincount(test_feats.image_index, minlength=test_feats.n_images)
-    del mean_img
     return {
         "name": name, "ssim": ssim, "ssim_mean_image": ssim_mean, "kp_per_image": float(kp.mean()),
         "extract_s": t_extract, "info": trained.info, "test": test, "recon": recon, "net": trained.net,

@@ -29,7 +29,7 @@ from skimage.transform import resize
 
 from harness import Attack, AttackResult, CellContext, Images, Payload, PluginConfig
 from harness.artifacts import save_image_grid
-from harness.errors import InputError
+from harness.errors import ConfigError, InputError
 from harness.hashing import derive_seed
 from plugins.descriptor_release.inversion import InversionConfig, SparseFeatures, load_checkpoint, reconstruct, train_or_load
 from plugins.descriptor_release.inversion.data import variant_sets
@@ -42,7 +42,7 @@ SCENARIO = "descriptor-release"
 class InversionAttackConfig(PluginConfig):
     """Training config of the network, SIFT settings of the public features, optional checkpoint."""
 
-    sift: SiftConfig = SiftConfig()
+    sift: SiftConfig | None = Field(None, description="SIFT of the public images; None = the scene's (DescriptorPublic.sift)")
     network: InversionConfig = InversionConfig()
     train_on: tuple[Literal["public", "lifting"], ...] = Field(
         ("public", "lifting"), min_length=1, description="public image sets the network trains on (both are public knowledge)"
@@ -85,6 +85,10 @@ class _Inversion(Attack):
     def release_features(self, release: Payload) -> SparseFeatures:
         raise NotImplementedError
 
+    def sift(self, public: Payload | None) -> SiftConfig:
+        """The SIFT setting of the scene (every party's), unless the config overrides it."""
+        return self.config.sift or getattr(public, "sift", None) or SiftConfig()
+
     def public_features(self, variant: Images, release: Payload, public: DescriptorPublic, ctx: CellContext) -> SparseFeatures:
         raise NotImplementedError
 
@@ -93,7 +97,7 @@ class _Inversion(Attack):
 
     def training_sets(self, release: Payload, public: Payload | None, ctx: CellContext) -> list[tuple[Images, SparseFeatures]]:
         """(images, features) of every augmentation variant of every public image."""
-        images = _sized(_public_images(public, self.name, self.config.train_on), self.config.sift)
+        images = _sized(_public_images(public, self.name, self.config.train_on), self.sift(public))
         cfg = self.config.network
         # Training randomness follows the config's seed, not the cell's, so cells share one network.
         train_ctx = ctx.with_seed(derive_seed(cfg.seed, self.name))
@@ -143,7 +147,7 @@ class InvertRaw(_Inversion):
         return SparseFeatures(release.keypoints, release.descriptors, release.image_index, release.image_ids, release.image_size)
 
     def public_features(self, variant: Images, release: Payload, public: DescriptorPublic, ctx: CellContext) -> SparseFeatures:
-        return self.release_features(extract_features(variant, self.config.sift, ctx.cache))
+        return self.release_features(extract_features(variant, self.sift(public), ctx.cache))
 
 
 class DiaConfig(InversionAttackConfig):
@@ -176,10 +180,11 @@ class Dia(_Inversion):
         from plugins.descriptor_release.subspace import N_SUB_DATABASES, lift, n_adversarial
 
         cfg = self.config
-        raw = extract_features(variant, cfg.sift, ctx.cache)
+        sift = self.sift(public)
+        raw = extract_features(variant, sift, ctx.cache)
         database = release.database
         if database is None and n_adversarial(release.m, cfg.mode):
-            database = build_dictionary(public.public, cfg.database_size, cfg.sift, ctx.child_seed("dia", "database"), cache=ctx.cache)
+            database = build_dictionary(public.public, cfg.database_size, sift, ctx.child_seed("dia", "database"), cache=ctx.cache)
         rng = ctx.rng("dia", "lift", variant.ids[0] if variant.ids else "")
         sub = None
         if cfg.mode == "sub-hybrid":
@@ -191,10 +196,15 @@ class Dia(_Inversion):
 
 
 class InvertLdpConfig(InversionAttackConfig):
-    """The public LDP-Feat parameters the attacker privatises its training descriptors with."""
+    """The public LDP-Feat parameters the attacker privatises its training descriptors with.
+
+    ``defense`` holds any other field of the ``ldp-feat`` defense's config (dictionary_size,
+    dictionary_seed, ...): copy the defense's, so the training features are made exactly as
+    the release was. ``m`` is read from the release.
+    """
 
     epsilon: float = Field(10.0, ge=0.0)
-    dictionary_size: int = Field(1024, ge=2)
+    defense: dict[str, Any] = Field(default_factory=dict)
 
 
 class InvertLdp(_Inversion):
@@ -214,17 +224,28 @@ class InvertLdp(_Inversion):
 
     def public_features(self, variant: Images, release: LdpFeatures, public: DescriptorPublic, ctx: CellContext) -> SparseFeatures:
         from plugins.defenses.ldp_feat import LdpFeat
-        from plugins.descriptor_release.ldp import omega_subset
+        from plugins.descriptor_release import ldp
 
         cfg = self.config
-        defense = LdpFeat(LdpFeat.Config(epsilon=cfg.epsilon, m=release.m, dictionary_size=cfg.dictionary_size,
-                                         sift=cfg.sift, audit_trials=0))
-        dictionary = defense.dictionary(public, ctx)
-        raw = extract_features(variant, cfg.sift, ctx.cache)
-        true_ids = defense.quantiser(dictionary, ctx).assign(raw.descriptors)
+        sift = self.sift(public)
+        settings = {**cfg.defense, "epsilon": cfg.epsilon, "m": release.m, "audit_trials": 0}
+        if "sift" in LdpFeat.Config.model_fields:
+            settings["sift"] = sift
+        try:
+            defense = LdpFeat(LdpFeat.Config(**settings))
+        except ValueError as exc:
+            raise ConfigError(f"invert-ldp: invalid ldp-feat settings {settings}: {exc}") from None
+        raw = extract_features(variant, sift, ctx.cache)
         rng = ctx.rng("invert-ldp", "mechanism", variant.ids[0] if variant.ids else "")
-        ids, _ = omega_subset(true_ids, len(dictionary), release.m, cfg.epsilon, rng)
-        as_release = LdpFeatures(raw.keypoints, raw.image_index, raw.image_ids, raw.image_size, candidates=dictionary[ids])
+        if defense.config.naive:
+            codes, _ = ldp.naive_omega_subset(raw.descriptors, release.m, cfg.epsilon, rng)
+            candidates = ldp.from_uint8_domain(codes)
+        else:
+            dictionary = defense.dictionary(public, ctx)
+            true_ids = defense.quantiser(dictionary, ctx).assign(raw.descriptors)
+            ids, _ = ldp.omega_subset(true_ids, len(dictionary), release.m, cfg.epsilon, rng)
+            candidates = dictionary[ids]
+        as_release = LdpFeatures(raw.keypoints, raw.image_index, raw.image_ids, raw.image_size, candidates=candidates)
         return self.release_features(as_release)
 
 
