@@ -1,0 +1,64 @@
+"""Fixtures of the core's tests: a toy plugin distribution on the path, a CLI runner."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SITE_OK = FIXTURES / "site_ok"
+SITE_BROKEN = FIXTURES / "site_broken"
+
+
+@pytest.fixture
+def toy_registry(monkeypatch):
+    """A registry holding the built-ins and the toy plugins (loaded through their entry point)."""
+    from harness.registry import load_registry
+
+    monkeypatch.syspath_prepend(str(SITE_OK))
+    monkeypatch.delenv("VISPRIV_PLUGINS", raising=False)
+    return load_registry()
+
+
+def toy_config(**overrides) -> dict:
+    config = {
+        "name": "toy",
+        "seed": 1,
+        "datasets": [{"name": "toy-images", "n": 3}],
+        "defenses": [{"name": "toy-noise", "sigma": [0.05, 0.2]}, {"name": "toy-histogram"}],
+        "attacks": [{"name": "toy-denoise"}],
+    }
+    config.update(overrides)
+    return config
+
+
+@pytest.fixture
+def write_config(tmp_path):
+    def write(data: dict, name: str = "config.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
+
+    return write
+
+
+@pytest.fixture
+def run_cli(tmp_path):
+    """Run ``vispriv ...`` in a subprocess in ``tmp_path`` with the toy plugins on the path."""
+
+    def run(*args: str, sites=(SITE_OK,), env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+        full_env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(s) for s in sites)}
+        # Load only what these tests use: the heavy scenario plugins have their own tests.
+        full_env["VISPRIV_PLUGINS"] = "toy,broken,metrics,image-release"
+        full_env.update(env or {})
+        return subprocess.run(
+            [sys.executable, "-m", "harness.cli", *args],
+            cwd=tmp_path, env=full_env, capture_output=True, text=True, timeout=timeout,
+        )
+
+    return run

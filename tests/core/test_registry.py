@@ -1,0 +1,82 @@
+"""Plugin discovery through the ``vispriv`` entry-point group."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.errors import PluginError
+from harness.registry import Registry, load_registry
+
+SITE_OK = Path(__file__).parent / "fixtures" / "site_ok"
+SITE_BROKEN = Path(__file__).parent / "fixtures" / "site_broken"
+
+
+def test_builtins_and_toy_plugins_are_discovered(toy_registry):
+    assert toy_registry.get("defense", "toy-noise").scenario == "toy"
+    assert toy_registry.get("metric", "ssim").higher_is_better["ssim"] is True
+    assert toy_registry.source_of(toy_registry.get("attack", "toy-denoise")) == "toy (vispriv-toy)"
+    assert not [f for f in toy_registry.failures if "toy" in f.source]
+
+
+def test_unknown_plugin_names_what_exists(toy_registry):
+    with pytest.raises(PluginError, match="unknown defense 'nosie'; registered defenses: .*toy-noise"):
+        toy_registry.get("defense", "nosie")
+
+
+def test_same_name_in_two_scenarios_resolves_by_scenario(toy_registry):
+    none_image = toy_registry.get("defense", "none", "image-release")
+    assert none_image.scenario == "image-release"
+
+
+def test_env_restricts_loading(monkeypatch):
+    monkeypatch.syspath_prepend(str(SITE_OK))
+    monkeypatch.setenv("VISPRIV_PLUGINS", "toy")
+    registry = load_registry()
+    assert registry.names("attack") == ["toy-denoise"]
+    assert registry.names("metric") == []
+
+
+def test_broken_plugin_is_reported_and_skipped(monkeypatch):
+    monkeypatch.syspath_prepend(str(SITE_BROKEN))
+    registry = load_registry()
+    assert any("broken" in f.source and "broken on purpose" in f.error for f in registry.failures)
+    assert "ssim" in registry.names("metric")
+
+
+def test_broken_plugin_is_fatal_when_strict(monkeypatch):
+    monkeypatch.syspath_prepend(str(SITE_BROKEN))
+    with pytest.raises(PluginError, match="broken on purpose.*--strict"):
+        load_registry(strict=True)
+
+
+def test_hook_that_raises_is_isolated():
+    class Module:
+        @staticmethod
+        def vispriv_register_attacks(register):
+            raise RuntimeError("boom")
+
+    registry = Registry()
+    registry.add_module(Module(), "bad-hooks")
+    assert registry.failures and "boom" in registry.failures[0].error
+
+
+def test_cli_plugins_json_lists_builtins(run_cli):
+    out = run_cli("plugins", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    names = {(p["kind"], p["name"]) for p in data["plugins"]}
+    assert {("metric", "ssim"), ("metric", "mae"), ("dataset", "sample-images"), ("attack", "toy-denoise")} <= names
+    toy = next(p for p in data["plugins"] if p["name"] == "toy-noise")
+    assert toy["consumes"] == ["Images"] and toy["produces"] == ["NoisyImages"] and toy["source"].startswith("toy")
+
+
+def test_cli_broken_plugin_warns_then_strict_fails(run_cli):
+    out = run_cli("plugins", sites=(SITE_BROKEN,))
+    assert out.returncode == 0
+    assert "warning: plugin 'broken (vispriv-broken)' skipped" in out.stderr
+    strict = run_cli("plugins", "--strict", sites=(SITE_BROKEN,))
+    assert strict.returncode == 2
+    assert strict.stderr.strip().count("\n") == 0 and strict.stderr.startswith("error: plugin")

@@ -1,0 +1,214 @@
+"""The whole path: matrix -> runner -> MLflow sqlite store -> report, read back."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.config import validate_config
+from harness.errors import TrackingError
+from harness.execute import clear_memo
+from harness.matrix import build_matrix
+from harness.report import collect, write_report
+from harness.runner import MatrixInterrupted, run_matrix
+from harness.tracking import Tracker
+
+from conftest import SITE_OK, toy_config
+
+
+@pytest.fixture(scope="session")
+def empty_store(tmp_path_factory) -> Path:
+    """A freshly migrated MLflow sqlite store, made once (migrations take seconds) and copied per test."""
+    path = tmp_path_factory.mktemp("store") / "mlflow.db"
+    Tracker(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture
+def tracker(tmp_path, empty_store):
+    clear_memo()
+    db = tmp_path / "mlflow.db"
+    shutil.copy(empty_store, db)
+    return Tracker(f"sqlite:///{db}")
+
+
+def _run(cfg_dict, registry, tracker, tmp_path, **kw):
+    cfg = validate_config(cfg_dict)
+    matrix = build_matrix(cfg, registry)
+    return matrix, run_matrix(cfg, matrix, tracker, quiet=True, cache_dir=str(tmp_path / "cache"), **kw)
+
+
+def test_end_to_end_store_layout_and_report(toy_registry, tracker, tmp_path):
+    matrix, result = _run(toy_config(), toy_registry, tracker, tmp_path)
+    assert len(result.finished) == 2 and not result.failed
+    exp = tracker.experiment_id("toy", create=False)
+    parents = tracker.parent_runs(exp)
+    children = tracker.cell_runs(exp)
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert len(children) == 2
+    for run in children:
+        tags, metrics, params = run.data.tags, run.data.metrics, run.data.params
+        assert tags["mlflow.parentRunId"] == parents[0].info.run_id
+        assert tags["vispriv.scenario"] == "toy" and tags["vispriv.attack"] == "toy-denoise"
+        assert {"vispriv.cell_hash", "vispriv.seed", "vispriv.git_sha", "vispriv.versions"} <= set(tags)
+        assert {"images/ssim", "images/mae", "images/psnr", "labels/accuracy", "utility/distortion", "attack/calls"} <= set(metrics)
+        assert metrics["labels/accuracy"] == 1.0
+        assert json.loads(tags["vispriv.higher_is_better"])["images/mae"] is False
+        assert params["defense"] == "toy-noise" and "defense.sigma" in params
+        artifacts = [a.path for a in tracker.client.list_artifacts(run.info.run_id)]
+        assert "note.txt" in artifacts
+    by_sigma = {r.data.params["defense.sigma"]: r.data.metrics["images/ssim"] for r in children}
+    assert by_sigma["0.05"] > by_sigma["0.2"]  # more noise, worse reconstruction
+    out = write_report(tracker, "toy", tmp_path / "report", ["ssim"], ["md", "csv", "html"], command="test")
+    names = {f.name for f in out.files}
+    assert {"report.md", "report.csv", "report.html", "heatmap_toy__images_ssim.png"} <= names
+    assert "| toy-denoise |" in out.markdown and "toy-noise(sigma=0.05)" in out.markdown
+    logged = [a.path for a in tracker.client.list_artifacts(parents[0].info.run_id, "report")]
+    assert "report/report.md" in logged
+
+
+def test_secret_config_never_reaches_the_attack(toy_registry, tracker, tmp_path):
+    from harness.execute import _MEMO
+
+    _run(toy_config(defenses=[{"name": "toy-noise", "secret_key": 12345}]), toy_registry, tracker, tmp_path)
+    protected = [v for v in _MEMO.values() if hasattr(v, "release")][0]
+    assert not hasattr(protected.release, "secret_key")
+
+
+def test_failing_cell_is_failed_with_traceback_and_matrix_goes_on(toy_registry, tracker, tmp_path):
+    cfg = toy_config(attacks=[{"name": "toy-denoise", "fail": [True, False]}])
+    _, result = _run(cfg, toy_registry, tracker, tmp_path)
+    assert len(result.failed) == 2 and len(result.finished) == 2
+    exp = tracker.experiment_id("toy", create=False)
+    failed = tracker.cell_runs(exp, status="FAILED")
+    assert len(failed) == 2
+    text = tracker.client.download_artifacts(failed[0].info.run_id, "traceback.txt", str(tmp_path))
+    assert "toy attack failed on purpose" in Path(text).read_text()
+    assert tracker.parent_runs(exp)[0].info.status == "FAILED"
+
+
+def test_resume_skips_finished_cells(toy_registry, tracker, tmp_path):
+    _run(toy_config(), toy_registry, tracker, tmp_path)
+    _, again = _run(toy_config(defenses=[{"name": "toy-noise", "sigma": [0.05, 0.2, 0.4]}]), toy_registry,
+                    tracker, tmp_path, resume=True)
+    assert len(again.resumed) == 2 and len(again.finished) == 1
+
+
+def test_interrupt_keeps_finished_cells(toy_registry, tracker, tmp_path, monkeypatch):
+    import harness.executors as executors
+
+    real = executors.run_cell
+    calls = {"n": 0}
+
+    def interrupt_second(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(executors, "run_cell", interrupt_second)
+    with pytest.raises(MatrixInterrupted, match="1 of 2 cells finished.*--resume"):
+        _run(toy_config(), toy_registry, tracker, tmp_path)
+    exp = tracker.experiment_id("toy", create=False)
+    assert len(tracker.cell_runs(exp, status="FINISHED")) == 1
+    assert tracker.parent_runs(exp)[0].info.status == "KILLED"
+    monkeypatch.setattr(executors, "run_cell", real)
+    _, resumed = _run(toy_config(), toy_registry, tracker, tmp_path, resume=True)
+    assert len(resumed.resumed) == 1 and len(resumed.finished) == 1
+
+
+def test_unopenable_tracking_uri(tmp_path):
+    with pytest.raises(TrackingError, match="cannot open tracking store .*does not exist"):
+        Tracker(f"sqlite:///{tmp_path}/missing/dir/mlflow.db")
+    with pytest.raises(TrackingError, match="not supported"):
+        Tracker("mlflow.db")
+    bad = tmp_path / "notadb.db"
+    bad.write_text("this is not sqlite")
+    with pytest.raises(TrackingError, match="cannot open tracking store"):
+        Tracker(f"sqlite:///{bad}")
+
+
+def test_report_on_unknown_experiment(tracker):
+    from harness.errors import VisprivError
+
+    with pytest.raises(VisprivError, match="no experiment 'nope'"):
+        collect(tracker, "nope")
+
+
+def _error_lines(stderr: str) -> list[str]:
+    """stderr less plugin-load warnings: a user error must be exactly one line, no traceback."""
+    return [line for line in stderr.strip().splitlines() if not line.startswith("warning: plugin")]
+
+
+def _count(db: Path, status: str) -> int:
+    with sqlite3.connect(db) as con:
+        return con.execute(
+            "select count(*) from runs r join tags t on r.run_uuid = t.run_uuid "
+            "where t.key = 'vispriv.kind' and t.value = 'cell' and r.status = ?", (status,)
+        ).fetchone()[0]
+
+
+def test_ctrl_c_then_resume_in_a_real_process(tmp_path, write_config):
+    """SIGINT to a running ``vispriv matrix``: finished cells stay, --resume runs the rest."""
+    cfg = write_config(toy_config(attacks=[{"name": "toy-denoise", "delay": 1.5}],
+                                  defenses=[{"name": "toy-noise", "sigma": [0.1, 0.2, 0.3, 0.4]}]))
+    env = {**os.environ, "PYTHONPATH": str(SITE_OK), "VISPRIV_TOY_STARTED": str(tmp_path / "started.txt"),
+           "VISPRIV_PLUGINS": "toy,metrics"}
+    cmd = [sys.executable, "-m", "harness.cli", "matrix", str(cfg), "--quiet"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    started = tmp_path / "started.txt"
+    deadline = time.time() + 120
+    while time.time() < deadline and (not started.exists() or started.read_text().count("started") < 2):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert _error_lines(err) == [_error_lines(err)[0]] and "rerun with --resume" in err
+    db = tmp_path / "mlflow.db"
+    done = _count(db, "FINISHED")
+    assert 1 <= done < 4
+    again = subprocess.run(cmd + ["--resume"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert f"{4 - done} cells finished, 0 failed, {done} already done" in again.stdout
+    assert _count(db, "FINISHED") == 4
+
+
+def test_cli_errors_are_one_line_and_exit_2(run_cli, write_config, tmp_path):
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text("datasets: [\n")
+    cases = [
+        (["matrix", str(bad_yaml)], "not valid YAML"),
+        (["matrix", str(write_config(toy_config(attacks=["nope"]), "a.yaml"))], "unknown attack 'nope'"),
+        (["matrix", str(write_config(toy_config(defenses=[{"name": "toy-noise", "sgma": 1}]), "b.yaml"))],
+         "unknown key 'sgma'"),
+        (["matrix", str(write_config(toy_config(), "c.yaml")), "--tracking-uri", "sqlite:////nonexistent/x/mlflow.db"],
+         "cannot open tracking store"),
+        (["report", "--experiment", "nothing-here"], "no experiment 'nothing-here'"),
+    ]
+    for args, message in cases:
+        out = run_cli(*args)
+        assert out.returncode == 2, (args, out.stderr)
+        assert message in out.stderr and len(_error_lines(out.stderr)) == 1, out.stderr
+
+
+def test_cli_dry_run_and_run_and_report(run_cli, write_config, tmp_path):
+    cfg = write_config(toy_config())
+    dry = run_cli("matrix", str(cfg), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.count("  run  ") == 2 and dry.stdout.count("  skip  ") == 1
+    assert not (tmp_path / "mlflow.db").exists()
+    run = run_cli("matrix", str(cfg), "--quiet", "--set", "seed=3")
+    assert run.returncode == 0, run.stderr
+    assert "2 cells finished, 0 failed" in run.stdout and "mlflow ui --backend-store-uri sqlite:///mlflow.db" in run.stdout
+    rep = run_cli("report", "--experiment", "toy", "--metric", "ssim", "--format", "md", "--format", "csv")
+    assert rep.returncode == 0, rep.stderr
+    assert (tmp_path / "reports" / "report.csv").read_text().count("\n") == 3
