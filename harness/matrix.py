@@ -29,6 +29,8 @@ class Stage:
 
     cls: type[_Plugin]
     config: PluginConfig
+    #: Parameters the config set explicitly (shown in labels even when equal to the default).
+    explicit: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -38,13 +40,13 @@ class Stage:
         return [self.cls.kind, self.cls.name, self.cls.scenario, self.cls.version, self.config.model_dump(mode="json")]
 
     def overrides(self) -> dict[str, Any]:
-        """Parameters that differ from the plugin's defaults."""
+        """Parameters set in the config or differing from the plugin's defaults."""
         default = self.cls.Config().model_dump(mode="json")
         mine = self.config.model_dump(mode="json")
-        return {k: v for k, v in mine.items() if default.get(k) != v}
+        return {k: v for k, v in mine.items() if default.get(k) != v or k in self.explicit}
 
     def label(self) -> str:
-        """``name`` or ``name(k=v,...)`` with the non-default parameters."""
+        """``name`` or ``name(k=v,...)`` with the parameters the config set."""
         params = ",".join(f"{k}={_short(v)}" for k, v in sorted(self.overrides().items()))
         return f"{self.name}({params})" if params else self.name
 
@@ -180,7 +182,7 @@ def expand_entry(registry: Registry, kind: str, entry: Any, scenario: str | None
             config = cls.Config(**dict(combo))
         except ValidationError as exc:
             raise ConfigError(f"{kind} {cls.name!r}: {format_validation_error(exc)}") from None
-        stages.append(Stage(cls, config))
+        stages.append(Stage(cls, config, tuple(sorted(params))))
     return stages
 
 

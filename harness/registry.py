@@ -86,8 +86,8 @@ class Registry:
                 continue
             try:
                 hook(register=lambda cls, _k=kind: self._register(_k, cls, source))
-            except PluginError:
-                raise
+            except PluginError as exc:
+                self._fail(source, str(exc))
             except Exception as exc:  # noqa: BLE001
                 self._fail(source, f"{hook_name} raised {type(exc).__name__}: {exc}")
 

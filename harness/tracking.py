@@ -31,8 +31,12 @@ DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 CELL = "cell"
 MATRIX = "matrix"
 
-logging.getLogger("mlflow").setLevel(logging.WARNING)
-logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+def _quiet_mlflow_logs() -> None:
+    """MLflow logs INFO lines (schema migrations) on every new store: keep stderr for errors."""
+    for name in ("mlflow", "mlflow.store.db.utils", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def default_tracking_uri() -> str:
@@ -83,6 +87,7 @@ class Tracker:
         try:
             from mlflow.tracking import MlflowClient
 
+            _quiet_mlflow_logs()
             client = MlflowClient(tracking_uri=self.uri)
             client.search_experiments(max_results=1)
         except Exception as exc:  # noqa: BLE001 -- any backend failure is one line for the user

@@ -1,0 +1,28 @@
+# Two entry points for a fresh machine: `make demo` and `make test` (see README).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# The CPU build of torch; on a CUDA machine: make demo TORCH=torch
+TORCH ?= torch==2.13.0
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q "$(TORCH)"
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(BIN)/vispriv demo
+
+# pytest exits 5 when it collects no test: report it rather than fail the recipe.
+test: setup
+	@$(BIN)/pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc
+
+clean:
+	rm -rf $(VENV) .vispriv-cache mlflow.db mlartifacts reports
