@@ -4,22 +4,38 @@ from harness import hookimpl
 
 
 @hookimpl
-def vispriv_register_attacks(register):
-    from plugins.attacks.inversion import ATTACKS as INVERSION_ATTACKS
+def vispriv_register_datasets(register):
+    from plugins.descriptor_release.datasets import BundledImages, ImageFolder
 
-    for cls in INVERSION_ATTACKS:
+    register(BundledImages)
+    register(ImageFolder)
+
+
+@hookimpl
+def vispriv_register_attacks(register):
+    from plugins.attacks.clustering import ClusteringAttack
+    from plugins.attacks.database import DatabaseAttack
+    from plugins.attacks.inversion import ATTACKS as INVERSION_ATTACKS
+    from plugins.attacks.nearest import NearestAttack
+
+    for cls in (NearestAttack, DatabaseAttack, ClusteringAttack, *INVERSION_ATTACKS):
         register(cls)
 
 
 @hookimpl
 def vispriv_register_metrics(register):
+    from plugins.metrics.descriptor_recovery import DescriptorRecovery, LiftingAssumptions
     from plugins.metrics.inversion_report import ReconstructionReport
 
-    register(ReconstructionReport)
+    for cls in (DescriptorRecovery, LiftingAssumptions, ReconstructionReport):
+        register(cls)
 
 
 @hookimpl
 def vispriv_register_defenses(register):
+    from plugins.defenses.affine_lifting import AffineLifting
+    from plugins.defenses.identity_features import RawFeaturesRelease
     from plugins.defenses.ldp_feat import LdpFeat
 
-    register(LdpFeat)
+    for cls in (RawFeaturesRelease, AffineLifting, LdpFeat):
+        register(cls)

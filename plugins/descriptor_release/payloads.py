@@ -14,6 +14,7 @@ import numpy as np
 
 from harness import Images, Payload
 from harness.errors import InputError
+from plugins.descriptor_release.config import SiftConfig
 
 DESCRIPTOR_DIM = 128
 
@@ -119,8 +120,50 @@ class DescriptorPublic(Payload):
 
     ``lifting`` is the image set the lifting database W is built from; ``public`` the set
     the attacker's database Z and inversion networks are built from (section 6.1 keeps
-    them disjoint).
+    them disjoint). ``sift`` is the one SIFT setting every party uses (the defense on the
+    private images, the attackers on their public images), so their descriptors compare.
     """
 
     lifting: Images
     public: Images
+    sift: SiftConfig = field(default_factory=SiftConfig)
+
+
+@dataclass
+class LiftingTruth(Payload):
+    """Secret side of a lifting, for the assumption checks of ldp-feat.md S3 (truth key ``lifting``).
+
+    ``descriptors`` (K, 128) are the true descriptors and ``adversarial`` (K, n_adv, 128)
+    the database rows each subspace was lifted with. Only metrics see it.
+    """
+
+    descriptors: np.ndarray
+    adversarial: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.descriptors = np.asarray(self.descriptors, dtype=np.float32)
+        self.adversarial = np.asarray(self.adversarial, dtype=np.float32)
+        if self.adversarial.ndim != 3 or len(self.adversarial) != len(self.descriptors):
+            raise InputError(f"adversarial must be (K, n_adv, {DESCRIPTOR_DIM}); got {self.adversarial.shape}")
+
+
+@dataclass
+class RecoveryTrace(Payload):
+    """What a descriptor-recovery attack looked at (estimate key ``lifting``), for the S3 checks.
+
+    ``neighbours`` (K, N, 128): the database descriptors nearest to each subspace, ascending;
+    ``source`` says which database: ``"lifting"`` (W, database attack) or ``"public"`` (Z).
+    ``offsets``/``bases`` are the attacked (public) subspaces and ``aux_rows`` (K, J) the rows
+    of the auxiliary subspaces Q' found to intersect each one (-1 padded; J = 0 when the
+    attack uses none).
+    """
+
+    neighbours: np.ndarray
+    source: str
+    offsets: np.ndarray
+    bases: np.ndarray
+    aux_rows: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.neighbours = np.asarray(self.neighbours, dtype=np.float32)
+        self.aux_rows = np.asarray(self.aux_rows, dtype=np.int64).reshape(len(self.neighbours), -1)

@@ -32,35 +32,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Literal
-
 import numpy as np
 import torch
-from pydantic import Field
 
-from harness import Cache, Images, PluginConfig
+from harness import Cache, Images
 from harness.errors import InputError
 from harness.hashing import fingerprint
+from plugins.descriptor_release.config import MIN_IMAGE_SIDE, SiftConfig
 from plugins.descriptor_release.payloads import DESCRIPTOR_DIM, RawFeatures
 
-#: Smallest image side SIFT is run on; smaller images are rejected with an InputError.
-MIN_IMAGE_SIDE = 32
 #: Version of the extraction code, part of every cache key.
 SIFT_VERSION = "1.0"
 
-
-class SiftConfig(PluginConfig):
-    """Settings of SIFT extraction; the same instance must feed the defense and the attackers' databases."""
-
-    image_size: int | None = Field(None, ge=MIN_IMAGE_SIDE, le=4096)
-    max_keypoints: int = Field(512, ge=1, le=20000)
-    response_threshold: float = Field(0.0, ge=0.0)
-    detector: Literal["dog", "dense"] = "dog"
-    descriptor_backend: Literal["pyramid", "patch"] = "pyramid"
-    upright: bool = False
-    quantize: bool = True
-    dense_step: int = Field(8, ge=2)
-    dense_scale: float = Field(8.0, gt=0.0)
+__all__ = ["MIN_IMAGE_SIDE", "SiftConfig", "extract_features", "l2_normalise", "quantize_colmap"]
 
 
 def quantize_colmap(descriptors: np.ndarray) -> np.ndarray:

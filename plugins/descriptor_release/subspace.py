@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from harness.errors import ConfigError, InputError
-from plugins.descriptor_release.payloads import DESCRIPTOR_DIM
+from plugins.descriptor_release.payloads import DESCRIPTOR_DIM, LiftedFeatures, RawFeatures
 
 LiftingMode = Literal["random", "adversarial", "hybrid", "sub-hybrid"]
 #: Number of contiguous sub-databases of sub-hybrid lifting (ref [11]).
@@ -257,7 +257,7 @@ def subspace_sqdist(
     bases1: np.ndarray,
     offsets2: np.ndarray,
     bases2: np.ndarray,
-    chunk_pairs: int = 1 << 16,
+    chunk_pairs: int | None = None,
     rtol: float = 1e-6,
 ) -> np.ndarray:
     """Squared distances between every pair of affine subspaces, (S1, S2), float64.
@@ -277,6 +277,8 @@ def subspace_sqdist(
     k2 = canonical_offsets(torch.from_numpy(c2), t2)
     m1, m2 = b1.shape[1], b2.shape[1]
     out = np.empty((len(c1), len(c2)), np.float64)
+    if chunk_pairs is None:
+        chunk_pairs = max(1, CHUNK_ELEMENTS // 8 // (m1 + m2) ** 2)
     rows = max(1, chunk_pairs // max(1, len(c2)))
     eye1, eye2 = torch.eye(m1, dtype=torch.float64), torch.eye(m2, dtype=torch.float64)
     sq1, sq2 = k1.square().sum(1), k2.square().sum(1)
@@ -300,3 +302,28 @@ def subspace_sqdist(
         proj = torch.einsum("ijab,ija->ijb", evecs, r)
         out[i0:i1] = (v_sq - (proj.square() * inv).sum(-1)).clamp(min=0.0).numpy()
     return out
+
+
+def sub_database_of(image_ids: list[str], seed: int) -> np.ndarray:
+    """The sub-database (0..15) of each image, seeded by the image id (ref [11]'s sub-hybrid)."""
+    from harness.hashing import derive_seed
+
+    return np.array([derive_seed(seed, "sub-database", i) % N_SUB_DATABASES for i in image_ids], np.int64)
+
+
+def lift_features(
+    raw: RawFeatures, m: int, mode: LiftingMode, seed: int, database: np.ndarray | None, publish_database: bool
+) -> tuple[LiftedFeatures, Lifting]:
+    """Lift every descriptor of ``raw`` (sub-hybrid: one sub-database per image) -> (release, secrets)."""
+    subs = sub_database_of(raw.image_ids, seed)[raw.image_index] if mode == "sub-hybrid" else None
+    lifting = lift(raw.descriptors, m, mode, np.random.default_rng(seed), database=database, sub_database=subs)
+    release = LiftedFeatures(
+        keypoints=raw.keypoints,
+        image_index=raw.image_index,
+        image_ids=list(raw.image_ids),
+        image_size=raw.image_size,
+        offsets=lifting.offsets,
+        bases=lifting.bases,
+        database=database if publish_database else None,
+    )
+    return release, lifting

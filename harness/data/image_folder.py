@@ -1,0 +1,79 @@
+"""Images from a user's folder of JPEG/PNG files (e.g. a MegaDepth or Places365 subset).
+
+Files are found recursively, sorted by relative path, read with Pillow, centre-cropped to
+a square and resized to ``size`` (RGB in [0, 1]; grey and RGBA converted). A file that
+cannot be read is skipped with one warning naming every such file; a folder with no
+readable image is an :class:`InputError`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from harness.data.bundled import square_resize, to_rgb_float
+from harness.errors import ConfigError, InputError
+from harness.hashing import stable_hash
+from harness.payloads import Images
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
+
+
+def list_images(root: str | Path) -> list[Path]:
+    """Image files (by suffix, any case) under ``root``, sorted by relative path."""
+    folder = Path(root).expanduser()
+    if not folder.is_dir():
+        raise ConfigError(f"image folder {str(folder)!r} does not exist or is not a directory")
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+
+
+def read_image(path: Path) -> np.ndarray:
+    """One image file as float RGB (H, W, 3) in [0, 1]."""
+    from PIL import Image
+
+    with Image.open(path) as im:
+        im.load()
+        arr = np.asarray(im.convert("RGBA") if im.mode in ("P", "LA") else im)
+    return to_rgb_float(arr)
+
+
+def load_image_folder(
+    root: str | Path, size: int, limit: int | None = None, files: list[Path] | None = None
+) -> Images:
+    """The readable images under ``root`` (or the given ``files``) as square RGB Images of side ``size``.
+
+    Ids are paths relative to ``root``. Unreadable files are skipped with a warning naming them.
+    """
+    root = Path(root).expanduser()
+    paths = list_images(root) if files is None else list(files)
+    arrays, ids, bad = [], [], []
+    for path in paths:
+        if limit is not None and len(arrays) >= limit:
+            break
+        try:
+            arrays.append(square_resize(read_image(path), size))
+            ids.append(str(path.relative_to(root)) if path.is_relative_to(root) else path.name)
+        except Exception as exc:  # noqa: BLE001 -- any decoder failure means "unreadable"
+            bad.append(f"{path.name} ({type(exc).__name__})")
+    if bad:
+        warnings.warn(f"skipped {len(bad)} unreadable image file(s) in {root}: {', '.join(bad)}", stacklevel=2)
+    if not arrays:
+        raise InputError(f"no readable JPEG/PNG image in {str(root)!r}")
+    return Images(np.stack(arrays), ids)
+
+
+def split_files(paths: list[Path], root: Path, test_fraction: float) -> dict[str, list[Path]]:
+    """A fixed split of files into ``test`` / ``lifting`` / ``public`` by a hash of their relative path.
+
+    Adding files to the folder never moves an existing file to another split.
+    """
+    out: dict[str, list[Path]] = {"test": [], "lifting": [], "public": []}
+    for p in paths:
+        h = int(stable_hash(str(p.relative_to(root)), length=8), 16)
+        if (h % 10_000) / 10_000 < test_fraction:
+            out["test"].append(p)
+        else:
+            out["lifting" if (h // 10_000) % 2 == 0 else "public"].append(p)
+    return out

@@ -1,0 +1,64 @@
+"""``clustering``: the clustering attack of ldp-feat.md section 4.2 (no access to W).
+
+Z is the attacker's public database; Q, the auxiliary subspaces, are the other subspaces of
+the same release -- of the same image (``aux: image``, the default) or of every image
+(``aux: release``). Subspaces that intersect D (subspace-to-subspace distance 0) form Q'.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from harness import Attack, AttackResult, CellContext
+from plugins.descriptor_release.attack_common import PublicDatabaseConfig, public_database, recovered
+from plugins.descriptor_release.datasets import SCENARIO, scene_public
+from plugins.descriptor_release.payloads import LiftedFeatures, RecoveryTrace
+from plugins.descriptor_release.recovery import cluster_candidates, intersecting, select_candidates
+
+
+class ClusteringAttack(Attack):
+    """k = m/2 + 1 clusters of the |V| nearest Z rows, Eq. (2), and the auxiliary subspaces Q' to pick d."""
+
+    class Config(PublicDatabaseConfig):
+        n_adversarial: int | None = Field(None, ge=0)
+        v_size: int | None = Field(None, ge=2)
+        kmeans_iters: int = Field(10, ge=1)
+        aux: Literal["image", "release", "none"] = "image"
+        intersect_tol: float = Field(1e-6, gt=0.0)
+
+    name = "clustering"
+    version = "1.0"
+    scenario = SCENARIO
+    consumes = (LiftedFeatures,)
+
+    def attack(self, release: LiftedFeatures, public: object, ctx: CellContext) -> AttackResult:
+        cfg = self.config
+        z = public_database(scene_public(public), cfg, ctx.cache)
+        k = (release.m // 2 if cfg.n_adversarial is None else cfg.n_adversarial) + 1
+        v_size = min(len(z), cfg.v_size or max(16, 4 * k))
+        cands, sizes, rows, _ = cluster_candidates(z, release.offsets, release.bases, k, v_size, cfg.kmeans_iters, ctx.device)
+        if cfg.aux == "none":
+            aux = [np.zeros(0, np.int64)] * release.n_keypoints
+        else:
+            groups = release.image_index if cfg.aux == "image" else np.zeros(release.n_keypoints, np.int64)
+            aux = intersecting(release.offsets, release.bases, groups, cfg.intersect_tol)
+        est, _ = select_candidates(cands, sizes, aux, release.offsets, release.bases)
+        width = max([len(a) for a in aux] + [0])
+        aux_rows = np.full((release.n_keypoints, width), -1, np.int64)
+        for i, a in enumerate(aux):
+            aux_rows[i, : len(a)] = a
+        trace = RecoveryTrace(
+            neighbours=z[rows[:, :k]], source="public", offsets=release.offsets, bases=release.bases, aux_rows=aux_rows
+        )
+        sizes_q = np.array([len(a) for a in aux], np.float64)
+        return AttackResult(
+            estimate={"descriptors": recovered(release, est), "lifting": trace},
+            metrics={
+                "aux_found": float(np.mean(sizes_q > 0)) if len(sizes_q) else 0.0,
+                "aux_mean_size": float(sizes_q.mean()) if len(sizes_q) else 0.0,
+            },
+            metric_directions={"aux_found": True, "aux_mean_size": True},
+        )

@@ -1,0 +1,56 @@
+"""``database``: the database attack of ldp-feat.md section 4.1 (the attacker has the lifting database W)."""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import Field
+
+from harness import Attack, AttackResult, CellContext, PluginConfig
+from harness.errors import InputError
+from plugins.descriptor_release.attack_common import recovered
+from plugins.descriptor_release.datasets import SCENARIO
+from plugins.descriptor_release.payloads import LiftedFeatures, RecoveryTrace
+from plugins.descriptor_release.recovery import database_attack
+
+#: A distance below this counts as "on the subspace" (the exact recovery of step 2).
+ZERO_DISTANCE = 1e-2
+
+
+class DatabaseAttack(Attack):
+    """Exact recovery of the adversarial rows (distance 0), then Eq. (1) over the next |V| rows of W."""
+
+    class Config(PluginConfig):
+        n_adversarial: int | None = Field(None, ge=0)
+        v_size: int = Field(16, ge=1)
+        u_size: int = Field(4, ge=1)
+
+    name = "database"
+    version = "1.0"
+    scenario = SCENARIO
+    consumes = (LiftedFeatures,)
+
+    def attack(self, release: LiftedFeatures, public: object, ctx: CellContext) -> AttackResult:
+        cfg = self.config
+        if release.database is None:
+            raise InputError("the database attack needs the lifting database W in the release (affine-lifting publish_database: true)")
+        w = release.database
+        n_adv = release.m // 2 if cfg.n_adversarial is None else cfg.n_adversarial
+        if n_adv + cfg.v_size > len(w):
+            raise InputError(f"n_adversarial + v_size = {n_adv + cfg.v_size} exceeds the database size {len(w)}")
+        if cfg.u_size > cfg.v_size:
+            raise InputError(f"u_size ({cfg.u_size}) must not exceed v_size ({cfg.v_size})")
+        est, rows, dist = database_attack(w, release.offsets, release.bases, n_adv, cfg.v_size, cfg.u_size, ctx.device)
+        trace = RecoveryTrace(
+            neighbours=w[rows[:, : n_adv + 1]],
+            source="lifting",
+            offsets=release.offsets,
+            bases=release.bases,
+            aux_rows=np.zeros((len(rows), 0), np.int64),
+        )
+        exact = float(np.mean(dist[:, n_adv - 1] < ZERO_DISTANCE)) if n_adv and len(dist) else 1.0
+        gap = float(np.mean(dist[:, n_adv])) if len(dist) else 0.0
+        return AttackResult(
+            estimate={"descriptors": recovered(release, est), "lifting": trace},
+            metrics={"adversarial_found": exact, "first_nonzero_distance": gap},
+            metric_directions={"adversarial_found": True, "first_nonzero_distance": False},
+        )

@@ -1,0 +1,84 @@
+"""Dataset plugins of the descriptor-release scenario (ldp-feat.md section 6.1).
+
+Both yield ``Scene(private=Images, public=DescriptorPublic(lifting, public, sift))``: the
+private test images, and two image sets disjoint from them and from each other -- the
+defender's lifting-database images and the attacker's public images. SIFT is extracted by
+the defense (``none`` / ``affine-lifting``), with the ``sift`` setting carried in the scene
+so that every party's descriptors are comparable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from harness import CellContext, Dataset, Images, PluginConfig, Scene
+from harness.data.bundled import BUNDLED_SPLITS, load_split
+from harness.data.image_folder import list_images, load_image_folder, split_files
+from harness.errors import InputError
+from plugins.descriptor_release.config import SiftConfig
+from plugins.descriptor_release.payloads import DescriptorPublic
+
+SCENARIO = "descriptor-release"
+
+
+def scene_public(public: object) -> DescriptorPublic:
+    """The scene's public knowledge as :class:`DescriptorPublic`, or a one-line InputError."""
+    if not isinstance(public, DescriptorPublic):
+        raise InputError(
+            f"descriptor-release plugins need the scene's public knowledge as DescriptorPublic "
+            f"(datasets bundled-images or image-folder); got {type(public).__name__}"
+        )
+    return public
+
+
+class BundledImages(Dataset):
+    """Natural photos shipped in scikit-image / scikit-learn / matplotlib, fixed split (people in test)."""
+
+    class Config(PluginConfig):
+        size: int = Field(128, ge=32, le=1024)
+        sift: SiftConfig = SiftConfig()
+
+    name = "bundled-images"
+    version = "1.0"
+    scenario = SCENARIO
+    produces = (Images,)
+    description = (
+        f"bundled photos: test={len(BUNDLED_SPLITS['test'])} (people/faces), "
+        f"lifting={len(BUNDLED_SPLITS['lifting'])}, public={len(BUNDLED_SPLITS['public'])}"
+    )
+
+    def load(self, ctx: CellContext) -> Scene:
+        size = self.config.size
+        public = DescriptorPublic(load_split("lifting", size), load_split("public", size), self.config.sift)
+        return Scene(private=load_split("test", size), public=public)
+
+
+class ImageFolder(Dataset):
+    """Any folder of JPEG/PNG files, split by a hash of each file's path into test / lifting / public."""
+
+    class Config(PluginConfig):
+        root: str
+        size: int = Field(128, ge=32, le=1024)
+        test_fraction: float = Field(0.2, gt=0.0, lt=1.0)
+        limit: int | None = Field(None, ge=1)
+        sift: SiftConfig = SiftConfig()
+
+    name = "image-folder"
+    version = "1.0"
+    scenario = SCENARIO
+    produces = (Images,)
+
+    def load(self, ctx: CellContext) -> Scene:
+        cfg = self.config
+        root = Path(cfg.root).expanduser()
+        files = list_images(root)
+        if not files:
+            raise InputError(f"image folder {str(root)!r} holds no .jpg/.jpeg/.png file")
+        splits = split_files(files, root, cfg.test_fraction)
+        empty = [name for name, paths in splits.items() if not paths]
+        if empty:
+            raise InputError(f"image folder {str(root)!r} has {len(files)} images: too few to fill splits {empty}")
+        load = {name: load_image_folder(root, cfg.size, cfg.limit, paths) for name, paths in splits.items()}
+        return Scene(private=load["test"], public=DescriptorPublic(load["lifting"], load["public"], cfg.sift))
