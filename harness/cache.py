@@ -82,6 +82,9 @@ class Cache:
                 final.unlink(missing_ok=True)
         self.misses += 1
         value = compute()
+        objects = [k for k, v in value.items() if np.asarray(v).dtype.hasobject]
+        if objects:
+            raise ValueError(f"cache entries hold numeric arrays only; {objects[0]!r} has dtype object")
         with self.atomic_path(final) as tmp:
             with open(tmp, "wb") as fh:
                 np.savez(fh, **{k: np.asarray(v) for k, v in value.items()})

@@ -38,21 +38,37 @@ def _mean_se(values: list[float]) -> tuple[float, float]:
     return float(arr.mean()), se
 
 
-def per_image_quality(truth: Images, estimate: Images) -> list[dict[str, float]]:
-    """MAE, SSIM and PSNR of each estimated image (for per-image CSVs)."""
+def _mae(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.mean(np.abs(a - b)))
+
+
+def _ssim(a: np.ndarray, b: np.ndarray) -> float:
+    """scikit-image SSIM (Wang et al. 2004), data_range=1; the 7-pixel window shrinks to
+    the largest odd size that fits images smaller than 7 pixels."""
+    side = min(a.shape[0], a.shape[1])
+    if side < 3:
+        raise InputError(f"SSIM needs images of at least 3x3 pixels; got {a.shape[0]}x{a.shape[1]}")
+    win = min(7, side if side % 2 else side - 1)
+    return float(structural_similarity(a, b, data_range=1.0, channel_axis=-1, win_size=win))
+
+
+def _psnr(a: np.ndarray, b: np.ndarray) -> float:
+    if np.array_equal(a, b):
+        return float("inf")
+    return float(peak_signal_noise_ratio(a, b, data_range=1.0))
+
+
+QUALITY = {"mae": _mae, "ssim": _ssim, "psnr": _psnr}
+
+
+def per_image_quality(
+    truth: Images, estimate: Images, keys: tuple[str, ...] = ("mae", "ssim", "psnr")
+) -> list[dict[str, float | str]]:
+    """MAE, SSIM and PSNR (or the ``keys`` asked for) of each estimated image, for per-image CSVs."""
     t, e = _paired(truth, estimate)
-    rows = []
-    for i, (a, b) in enumerate(zip(t, e)):
-        mse = float(np.mean((a - b) ** 2))
-        rows.append(
-            {
-                "id": estimate.ids[i],
-                "mae": float(np.mean(np.abs(a - b))),
-                "ssim": float(structural_similarity(a, b, data_range=1.0, channel_axis=-1)),
-                "psnr": float(peak_signal_noise_ratio(a, b, data_range=1.0)) if mse > 0 else float("inf"),
-            }
-        )
-    return rows
+    return [
+        {"id": estimate.ids[i], **{k: QUALITY[k](a, b) for k in keys}} for i, (a, b) in enumerate(zip(t, e))
+    ]
 
 
 class _ImageMetric(Metric):
@@ -61,10 +77,13 @@ class _ImageMetric(Metric):
     key: ClassVar[str] = ""
 
     def score(self, truth: Images, estimate: Images, ctx: CellContext) -> dict[str, float]:
-        values = [row[self.key] for row in per_image_quality(truth, estimate)]
-        finite = [v for v in values if np.isfinite(v)] or [0.0]
-        mean, se = _mean_se(finite)
-        return {self.key: mean, f"{self.key}_se": se}
+        values = [float(row[self.key]) for row in per_image_quality(truth, estimate, (self.key,))]
+        finite = [v for v in values if np.isfinite(v)]
+        mean, se = _mean_se(finite) if finite else (float("inf"), 0.0)
+        out = {self.key: mean, f"{self.key}_se": se}
+        if self.key == "psnr":
+            out["psnr_exact_share"] = 1.0 - len(finite) / len(values)
+        return out
 
 
 class MAE(_ImageMetric):
@@ -86,9 +105,14 @@ class SSIM(_ImageMetric):
 
 
 class PSNR(_ImageMetric):
-    """Peak signal-to-noise ratio in dB, scikit-image, data_range=1; identical images are skipped."""
+    """Peak signal-to-noise ratio in dB, scikit-image, data_range=1.
+
+    Identical images have infinite PSNR; the mean is over the finite values (and
+    ``psnr_exact_share`` says how many were identical), so one perfect image does not
+    make the mean infinite.
+    """
 
     name = "psnr"
     version = "1.0"
     key = "psnr"
-    higher_is_better = {"psnr": True, "psnr_se": False}
+    higher_is_better = {"psnr": True, "psnr_se": False, "psnr_exact_share": True}
