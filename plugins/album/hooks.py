@@ -1,1 +1,32 @@
-"""Registers the plugins of this scenario (entry point in pyproject.toml)."""
+"""Registers the plugins of the album-sharing scenario (entry point in pyproject.toml)."""
+
+from harness import hookimpl
+
+
+@hookimpl
+def vispriv_register_datasets(register):
+    from plugins.album.dataset import AlbumWorld
+
+    register(AlbumWorld)
+
+
+@hookimpl
+def vispriv_register_defenses(register):
+    from plugins.defenses.album_pruning import AlbumPruning, NoPruning
+
+    register(NoPruning)
+    register(AlbumPruning)
+
+
+@hookimpl
+def vispriv_register_attacks(register):
+    from plugins.attacks.proxy_geolocator import ProxyGeolocator
+
+    register(ProxyGeolocator)
+
+
+@hookimpl
+def vispriv_register_metrics(register):
+    from plugins.metrics.album import ProtectedK
+
+    register(ProtectedK)
