@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import warnings
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -72,7 +75,14 @@ class AlbumWorld(Dataset):
 
             bounds = np.zeros((0, 4))
         else:
-            split = split_manifest(read_manifest(cfg.manifest), cfg.n_places, cfg.test_fraction, np.random.default_rng(cfg.world_seed))
+            manifest = read_manifest(cfg.manifest)
+            if any(manifest.skipped.values()):
+                warnings.warn(f"album-world skipped manifest rows: {manifest.skipped}", stacklevel=2)
+            if ctx.artifact_dir is not None:
+                ctx.artifact("manifest_skips.json").write_text(json.dumps(manifest.skipped))
+            stat = Path(cfg.manifest).stat()
+            world_key["manifest_file"] = [stat.st_size, stat.st_mtime_ns]
+            split = split_manifest(manifest, cfg.n_places, cfg.test_fraction, np.random.default_rng(cfg.world_seed))
 
             def compute() -> dict[str, np.ndarray]:
                 return train_pair(split.train_features, split.train_cells, cfg.n_places, cfg.world_seed, cfg.epochs)
