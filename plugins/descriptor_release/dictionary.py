@@ -37,11 +37,12 @@ def check_descriptors(descriptors: np.ndarray, name: str = "descriptors") -> np.
     return d
 
 
-def spherical_kmeans(descriptors: np.ndarray, k: int, seed: int, niter: int = 20) -> np.ndarray:
+def spherical_kmeans(descriptors: np.ndarray, k: int, seed: int, niter: int = 20, nredo: int = 1) -> np.ndarray:
     """Spherical k-means (faiss) of descriptors: ``k`` unit-norm centroids, (k, 128) float32.
 
     Rows are L2-normalised first; centroids are re-normalised after every iteration
     (faiss ``spherical=True``), i.e. k-means on the unit sphere with cosine assignment.
+    ``nredo`` restarts keep the best objective.
     Raises :class:`InputError` when there are fewer descriptors than ``k``.
     """
     import faiss
@@ -56,6 +57,7 @@ def spherical_kmeans(descriptors: np.ndarray, k: int, seed: int, niter: int = 20
         DESCRIPTOR_DIM,
         int(k),
         niter=int(niter),
+        nredo=int(nredo),
         spherical=True,
         seed=int(seed) & 0x7FFFFFFF,
         verbose=False,

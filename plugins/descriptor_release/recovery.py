@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 from plugins.descriptor_release.subspace import (
+    canonical_offsets,
     nearest_to_subspaces,
-    point_subspace_sqdist,
     project,
     subspace_sqdist,
 )
@@ -136,10 +136,36 @@ def select_candidates(
     """
     valid = cluster_sizes > 0
     chosen = np.argmax(cluster_sizes, axis=1)
-    for row, q in enumerate(aux):
-        if len(q) == 0:
-            continue
-        sq = point_subspace_sqdist(cands[row], offsets[q], bases[q])
-        score = np.where(valid[row], sq.min(axis=0), -np.inf)
-        chosen[row] = int(np.argmax(score))
+    width = max([len(q) for q in aux] + [0])
+    if width:
+        padded = np.full((len(aux), width), -1, np.int64)
+        for row, q in enumerate(aux):
+            padded[row, : len(q)] = q
+        score = _candidate_scores(cands, padded, offsets, bases)
+        has_aux = (padded >= 0).any(axis=1)
+        best = np.argmax(np.where(valid, score, -np.inf), axis=1)
+        chosen = np.where(has_aux, best, chosen)
     return cands[np.arange(len(cands)), chosen], chosen
+
+
+def _candidate_scores(cands: np.ndarray, aux_rows: np.ndarray, offsets: np.ndarray, bases: np.ndarray, chunk: int = 64) -> np.ndarray:
+    """``s_i = min_j dist(d_i, Q'_j)^2`` for every candidate of every subspace, batched (K, k).
+
+    ``aux_rows`` (K, J) are the rows of Q' (-1 = padding, ignored).
+    """
+    k_sub, k = cands.shape[:2]
+    c_all = canonical_offsets(torch.from_numpy(np.asarray(offsets, np.float64)), torch.from_numpy(np.asarray(bases, np.float64)))
+    b_all = torch.from_numpy(np.asarray(bases, np.float64))
+    x_all = torch.from_numpy(np.asarray(cands, np.float64))
+    out = np.empty((k_sub, k), np.float64)
+    for s0 in range(0, k_sub, chunk):
+        rows = torch.from_numpy(aux_rows[s0 : s0 + chunk])
+        pad = rows < 0
+        idx = rows.clamp(min=0)
+        c, b, x = c_all[idx], b_all[idx], x_all[s0 : s0 + chunk]
+        diff = x[:, None, :, :] - c[:, :, None, :]
+        coeff = torch.einsum("sjmd,sjkd->sjkm", b, diff)
+        sq = diff.square().sum(-1) - coeff.square().sum(-1)
+        sq = sq.masked_fill(pad[..., None], float("inf"))
+        out[s0 : s0 + chunk] = sq.amin(dim=1).clamp(min=0).numpy()
+    return out

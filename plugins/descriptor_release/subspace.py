@@ -252,6 +252,20 @@ def nearest_to_subspaces(
     return best_d, best_i
 
 
+def _psd_solve(g: torch.Tensor, r: torch.Tensor, rtol: float) -> torch.Tensor:
+    """``G^+ r`` for batched PSD ``G``: Cholesky where G is well conditioned, eigen-pseudo-inverse elsewhere."""
+    chol, info = torch.linalg.cholesky_ex(g)
+    sol = torch.cholesky_solve(r[..., None], chol)[..., 0]
+    diag = torch.diagonal(chol, dim1=-2, dim2=-1)
+    bad = (info != 0) | (diag.amin(dim=-1) ** 2 < 1e3 * rtol) | ~torch.isfinite(sol).all(dim=-1)
+    if bad.any():
+        evals, evecs = torch.linalg.eigh(g[bad])
+        inv = torch.where(evals > rtol * 2.0, 1.0 / evals.clamp(min=rtol), torch.zeros_like(evals))
+        proj = torch.einsum("nab,na->nb", evecs, r[bad])
+        sol[bad] = torch.einsum("nab,nb->na", evecs, proj * inv)
+    return sol
+
+
 def subspace_sqdist(
     offsets1: np.ndarray,
     bases1: np.ndarray,
@@ -297,10 +311,8 @@ def subspace_sqdist(
         r = torch.cat([t1[i0:i1] @ k2.T, -torch.einsum("jbd,id->ijb", t2, k1[i0:i1]).permute(0, 2, 1)], dim=1)
         r = r.permute(0, 2, 1)
         v_sq = sq1[i0:i1, None] + sq2[None, :] - 2.0 * k1[i0:i1] @ k2.T
-        evals, evecs = torch.linalg.eigh(g)
-        inv = torch.where(evals > rtol * 2.0, 1.0 / evals.clamp(min=rtol), torch.zeros_like(evals))
-        proj = torch.einsum("ijab,ija->ijb", evecs, r)
-        out[i0:i1] = (v_sq - (proj.square() * inv).sum(-1)).clamp(min=0.0).numpy()
+        sol = _psd_solve(g, r, rtol)
+        out[i0:i1] = (v_sq - (r * sol).sum(-1)).clamp(min=0.0).numpy()
     return out
 
 

@@ -1,0 +1,140 @@
+"""SIFT extraction, dictionaries, matching utility and data loaders of the descriptor-release scenario."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from harness import Cache, Images
+from harness.data.bundled import BUNDLED_SPLITS, load_bundled, load_stereo_motorcycle, to_rgb_float
+from harness.data.image_folder import load_image_folder
+from harness.errors import ConfigError, InputError
+from plugins.descriptor_release.dictionary import nearest_neighbours, spherical_kmeans
+from plugins.descriptor_release.matching import (
+    apply_homography,
+    corner_error,
+    homography_from_corners,
+    random_homography,
+    ransac,
+    ratio_match,
+)
+from plugins.descriptor_release.sift import SiftConfig, extract_features, quantize_colmap
+
+
+@pytest.fixture(scope="module")
+def photos():
+    return load_bundled(["astronaut", "coffee"], 96)
+
+
+def test_sift_plain_l2_quantised_and_cached(photos, tmp_path):
+    cache = Cache(tmp_path)
+    feats = extract_features(photos, SiftConfig(max_keypoints=64), cache)
+    assert feats.image_ids == ["astronaut", "coffee"] and feats.image_size == (96, 96)
+    counts = np.bincount(feats.image_index, minlength=2)
+    assert np.all(counts > 10) and np.all(counts <= 64)
+    np.testing.assert_allclose(np.linalg.norm(feats.descriptors, axis=1), 1.0, atol=1e-5)
+    assert feats.descriptors.min() >= 0  # plain SIFT (RootSIFT would also be >= 0, but:)
+    # COLMAP lattice: 512*d rounds to integers up to a common scale
+    np.testing.assert_allclose(quantize_colmap(feats.descriptors), feats.descriptors, atol=1e-6)
+    assert np.all((feats.keypoints >= 0) & (feats.keypoints < 96))
+    again = extract_features(photos, SiftConfig(max_keypoints=64), cache)
+    assert cache.hits >= 1
+    np.testing.assert_array_equal(again.descriptors, feats.descriptors)
+
+
+def test_quantize_colmap_hand_case():
+    d = np.zeros((1, 128), np.float32)
+    d[0, :2] = [0.6, 0.8]  # 512 * 0.6 = 307.2 -> clipped to 255; 512 * 0.8 -> 255
+    q = quantize_colmap(d)
+    np.testing.assert_allclose(q[0, :2], [2 ** -0.5, 2 ** -0.5], atol=1e-6)
+
+
+def test_sift_dense_grid_and_flat_image(photos):
+    flat = Images(np.full((1, 64, 64, 1), 0.5, np.float32), ["grey"])
+    feats = extract_features(flat, SiftConfig())
+    assert feats.n_keypoints == 0 and feats.image_ids == ["grey"]  # documented skip
+    dense = extract_features(photos, SiftConfig(detector="dense", dense_step=16, dense_scale=8))
+    assert np.bincount(dense.image_index).tolist() == [36, 36]  # 6 x 6 grid from 4 px to 84 px
+
+
+def test_sift_bad_input():
+    with pytest.raises(InputError, match="at least 32"):
+        extract_features(Images(np.zeros((1, 20, 20, 3), np.float32)), SiftConfig())
+    with pytest.raises(Exception, match="max_keypoints"):
+        SiftConfig(max_keypoints=0)
+
+
+def test_spherical_kmeans_and_nearest():
+    rng = np.random.default_rng(0)
+    centres = np.kron(np.eye(4), np.ones(32)) * np.abs(rng.normal(size=(4, 128)))  # orthogonal supports
+    x = np.repeat(centres, 50, axis=0) + 0.01 * rng.normal(size=(200, 128))
+    c = spherical_kmeans(x, 4, seed=0, niter=10, nredo=3)
+    np.testing.assert_allclose(np.linalg.norm(c, axis=1), 1.0, atol=1e-5)
+    unit = centres / np.linalg.norm(centres, axis=1, keepdims=True)
+    assert np.max(c @ unit.T, axis=0).min() > 0.999
+    d, idx = nearest_neighbours(unit, c, 2)
+    assert d.shape == (4, 2) and np.all(d[:, 0] < 0.05) and len(set(idx[:, 0])) == 4
+    with pytest.raises(InputError, match="at least 300"):
+        spherical_kmeans(x, 300, seed=0)
+    with pytest.raises(InputError, match="NaN"):
+        spherical_kmeans(np.full((10, 128), np.nan), 2, seed=0)
+    with pytest.raises(InputError, match="128"):
+        spherical_kmeans(np.zeros((10, 64)), 2, seed=0)
+
+
+def test_ratio_match_hand_case():
+    dist = np.array([[0.1, 0.5, 0.9], [0.4, 0.45, 0.9], [0.2, 0.3, 0.05]])
+    # row 0 -> 0 (0.1 < 0.8 * 0.5); row 1 fails the ratio test; row 2 -> 2 (0.05 < 0.16)
+    np.testing.assert_array_equal(ratio_match(dist, 0.8, mutual=True), [[0, 0], [2, 2]])
+    # mutual check: column 0's nearest row is 0, so row 1 -> 0 is dropped even without ratio
+    np.testing.assert_array_equal(ratio_match(dist, 1.0, mutual=True), [[0, 0], [2, 2]])
+    assert len(ratio_match(dist, 1.0, mutual=False)) == 3
+
+
+def test_homography_and_ransac():
+    src = np.array([[0, 0], [10, 0], [10, 10], [0, 10]], float)
+    dst = src * 2 + 3
+    h = homography_from_corners(src, dst)
+    np.testing.assert_allclose(apply_homography(h, np.array([[5.0, 5.0]])), [[13.0, 13.0]], atol=1e-9)
+    rng = np.random.default_rng(0)
+    hom = random_homography(rng, 100, 100, 0.15)
+    pts = rng.uniform(0, 100, size=(60, 2))
+    moved = apply_homography(hom, pts)
+    moved[:15] = rng.uniform(0, 100, size=(15, 2))  # 25% outliers
+    est, inliers = ransac(pts, moved, "homography", 2.0, 10, seed=0)
+    assert est is not None and corner_error(est, hom, 100, 100) < 1.0
+    assert inliers[15:].mean() > 0.95 and inliers[:15].mean() < 0.2
+    assert ransac(pts[:3], moved[:3], "homography", 2.0, 10, 0)[0] is None
+
+
+def test_bundled_split_and_stereo():
+    names = [n for split in BUNDLED_SPLITS.values() for n in split]
+    assert len(names) == len(set(names))  # disjoint
+    assert {"astronaut", "camera", "grace_hopper"} <= set(BUNDLED_SPLITS["test"])
+    imgs = load_bundled(["camera", "present"], 48)  # grey and RGBA photos
+    assert imgs.images.shape == (2, 48, 48, 3)
+    left, right, disp = load_stereo_motorcycle(128)
+    assert left.shape == right.shape == disp.shape + (3,)
+    assert np.nanmax(disp) < 128 and np.isnan(disp).any()
+    with pytest.raises(ConfigError, match="unknown bundled"):
+        load_bundled(["nope"], 32)
+    assert to_rgb_float(np.zeros((4, 4, 4), np.uint8)).shape == (4, 4, 3)
+
+
+def test_image_folder_skips_unreadable_and_rejects_empty(tmp_path):
+    from PIL import Image
+
+    Image.fromarray((np.random.default_rng(0).uniform(size=(40, 50, 3)) * 255).astype(np.uint8)).save(tmp_path / "a.png")
+    Image.fromarray(np.zeros((30, 30), np.uint8)).save(tmp_path / "b.JPG")
+    (tmp_path / "broken.jpg").write_bytes(b"not an image")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        imgs = load_image_folder(tmp_path, 32)
+    assert imgs.ids == ["a.png", "b.JPG"] and imgs.images.shape == (2, 32, 32, 3)
+    assert any("broken.jpg" in str(w.message) for w in caught)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(InputError, match="no readable"):
+        load_image_folder(empty, 32)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_image_folder(tmp_path / "missing", 32)

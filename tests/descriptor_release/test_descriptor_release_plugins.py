@@ -1,0 +1,130 @@
+"""The descriptor-release cell flow: dataset -> defense -> attacks -> metrics, on tiny settings."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from harness import Cache, CellContext
+from harness.errors import ConfigError, InputError
+from plugins.attacks.clustering import ClusteringAttack
+from plugins.attacks.database import DatabaseAttack
+from plugins.attacks.nearest import NearestAttack
+from plugins.defenses.affine_lifting import AffineLifting
+from plugins.defenses.identity_features import RawFeaturesRelease
+from plugins.descriptor_release.datasets import BundledImages
+from plugins.descriptor_release.matching import MatchingConfig
+from plugins.descriptor_release.payloads import LiftedFeatures, LiftingTruth, RawFeatures, RecoveryTrace
+from plugins.metrics.descriptor_recovery import DescriptorRecovery, LiftingAssumptions
+
+SMALL_MATCHING = MatchingConfig(homographies_per_image=1, stereo=False)
+SMALL_Z = dict(database_size=256, database_augment=1)
+
+
+@pytest.fixture(scope="module")
+def ctx(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dr")
+    return CellContext(seed=0, cache=Cache(root / "cache"), artifact_dir=root / "art", quiet=True)
+
+
+@pytest.fixture(scope="module")
+def scene(ctx):
+    return BundledImages(BundledImages.Config(size=96)).load(ctx)
+
+
+@pytest.fixture(scope="module")
+def lifted(scene, ctx):
+    cfg = AffineLifting.Config(mode="sub-hybrid", m=2, database_size=256, database_augment=1, matching=SMALL_MATCHING)
+    return AffineLifting(cfg).protect(scene.private, scene.public, ctx)
+
+
+def test_scene_is_disjoint(scene):
+    ids = [set(scene.private.ids), set(scene.public.lifting.ids), set(scene.public.public.ids)]
+    assert all(not (a & b) for i, a in enumerate(ids) for b in ids[i + 1 :])
+
+
+def test_none_releases_raw_features_with_utility(scene, ctx):
+    cfg = RawFeaturesRelease.Config(matching=MatchingConfig(homographies_per_image=1, stereo_width=128))
+    out = RawFeaturesRelease(cfg).protect(scene.private, scene.public, ctx)
+    assert isinstance(out.release, RawFeatures) and out.truth["descriptors"] is out.release
+    assert out.utility["hpatches_mma_3px"] > 0.7 and out.utility["stereo_mma_3px"] > 0.5
+    assert all(out.utility_directions.values())
+
+
+def test_affine_lifting_release_hides_descriptors(lifted):
+    rel, truth = lifted.release, lifted.truth
+    assert isinstance(rel, LiftedFeatures) and rel.m == 2 and rel.database.shape == (256, 128)
+    fields = {f.name for f in dataclasses.fields(rel)}
+    assert fields == {"keypoints", "image_index", "image_ids", "image_size", "offsets", "bases", "database"}
+    d = truth["descriptors"].descriptors
+    assert np.min(np.linalg.norm(rel.offsets - d, axis=1)) > 1e-3  # offset is re-parameterised
+    # but d lies on its subspace, and so does its adversarial row (hybrid: m/2 = 1)
+    assert isinstance(truth["lifting"], LiftingTruth) and truth["lifting"].adversarial.shape == (len(d), 1, 128)
+    for point in (d, truth["lifting"].adversarial[:, 0]):
+        x = point - rel.offsets
+        resid = x - np.einsum("kmd,km->kd", rel.bases, np.einsum("kmd,kd->km", rel.bases, x))
+        assert np.abs(resid).max() < 1e-4
+    assert 0.0 <= lifted.utility["hpatches_mma_3px"] <= 1.0 and "hpatches_homography_acc" in lifted.utility
+
+
+def test_attacks_recover_better_than_nearest(lifted, scene, ctx):
+    truth = lifted.truth
+    scores = {}
+    for attack in (NearestAttack(NearestAttack.Config(**SMALL_Z)), DatabaseAttack(), ClusteringAttack(ClusteringAttack.Config(**SMALL_Z))):
+        res = attack.attack(lifted.release, scene.public, ctx)
+        est = res.estimate["descriptors"]
+        assert isinstance(est, RawFeatures) and np.array_equal(est.keypoints, lifted.release.keypoints)
+        scores[attack.name] = DescriptorRecovery().score(truth["descriptors"], est, ctx)
+        if "lifting" in res.estimate:
+            checks = LiftingAssumptions().score(truth["lifting"], res.estimate["lifting"], ctx)
+            assert all(0.0 <= v <= 1.0 for v in checks.values())
+            scores[attack.name].update(checks)
+        if attack.name == "database":
+            assert res.metrics["adversarial_found"] == 1.0
+    assert scores["database"]["desc_cosine"] > scores["nearest"]["desc_cosine"]
+    assert scores["clustering"]["desc_cosine"] > scores["nearest"]["desc_cosine"]
+    assert "s31_assumption_holds" in scores["database"] and "s32_collision_free" in scores["clustering"]
+
+
+def test_descriptor_recovery_metric_hand_cases(ctx):
+    d = np.eye(128, dtype=np.float32)[:3]
+    truth = RawFeatures(np.zeros((3, 2)), np.zeros(3), ["a"], (8, 8), d)
+    perfect = DescriptorRecovery().score(truth, truth, ctx)
+    assert perfect == pytest.approx({"desc_cosine": 1.0, "desc_l2": 0.0, "desc_recovered": 1.0})
+    swapped = RawFeatures(np.zeros((3, 2)), np.zeros(3), ["a"], (8, 8), d[[1, 0, 2]])
+    s = DescriptorRecovery().score(truth, swapped, ctx)
+    assert s["desc_recovered"] == pytest.approx(1 / 3) and s["desc_cosine"] == pytest.approx(1 / 3)
+    assert s["desc_l2"] == pytest.approx(2 * np.sqrt(2) / 3)
+    with pytest.raises(InputError, match="rows must correspond"):
+        DescriptorRecovery().score(truth, RawFeatures(np.zeros((1, 2)), np.zeros(1), ["a"], (8, 8), d[:1]), ctx)
+
+
+def test_s31_hand_case(ctx):
+    e = np.eye(128, dtype=np.float32)
+    truth = LiftingTruth(descriptors=e[[0, 0]], adversarial=e[[[1], [1]]])
+    # subspace 0: neighbours are near d and a -> holds; subspace 1: both near a -> fails
+    nb = np.stack([np.stack([e[0] + 0.1 * e[5], e[1]]), np.stack([e[1] + 0.1 * e[5], e[1]])])
+    trace = RecoveryTrace(nb, "lifting", np.zeros((2, 128)), np.zeros((2, 1, 128)), np.zeros((2, 0)))
+    out = LiftingAssumptions().score(truth, trace, ctx)
+    assert out == pytest.approx({"s31_assumption_holds": 0.5, "s31_neighbour_match": 1.0})
+
+
+def test_bad_configs_and_inputs(lifted, scene, ctx):
+    with pytest.raises(ConfigError, match="pool has 4"):
+        AffineLifting.Config(m=16, mode="sub-hybrid", database_size=64)
+    no_db = dataclasses.replace(lifted.release, database=None)
+    with pytest.raises(InputError, match="lifting database W"):
+        DatabaseAttack().attack(no_db, scene.public, ctx)
+    with pytest.raises(InputError, match="DescriptorPublic"):
+        NearestAttack().attack(lifted.release, scene.private, ctx)
+
+
+def test_hooks_register_everything():
+    from harness.registry import load_registry
+
+    reg = load_registry(only=["descriptor-release"])
+    assert not reg.failures
+    for kind, name in [("dataset", "bundled-images"), ("dataset", "image-folder"), ("defense", "affine-lifting"),
+                       ("defense", "none"), ("attack", "database"), ("attack", "clustering"), ("attack", "nearest"),
+                       ("metric", "descriptor-recovery"), ("metric", "lifting-assumptions")]:
+        assert reg.get(kind, name, "descriptor-release").name == name
