@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.errors import ConfigError
 
-TOP_LEVEL_KEYS = ("name", "seed", "datasets", "defenses", "attacks", "metrics", "cache_dir", "description")
+TOP_LEVEL_KEYS = ("name", "seed", "datasets", "defenses", "attacks", "metrics", "cache_dir", "description", "resources")
 
 
 class MatrixConfig(BaseModel):
@@ -33,6 +33,9 @@ class MatrixConfig(BaseModel):
     attacks: list[dict[str, Any] | str] = Field(min_length=1)
     metrics: list[str] | None = None
     cache_dir: str = ".vispriv-cache"
+    #: Default resources of one cell for distributed executors (``{cpus: 1, gpus: 0}``);
+    #: a plugin's own ``resources`` wins where it declares more.
+    resources: dict[str, float] | None = None
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:

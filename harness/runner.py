@@ -65,7 +65,7 @@ def run_matrix(
     result = MatrixResult(parent, experiment_id, resumed=resumed)
     cache = cache_dir if cache_dir is not None else config.cache_dir
     scratch = Path(tempfile.mkdtemp(prefix="vispriv-artifacts-"))
-    runner = make_executor(executor, **(executor_options or {}))
+    runner = make_executor(executor, **{"resources": config.resources, **(executor_options or {})})
     jobs = [(cell, str(scratch / f"{i:04d}-{cell.hash}")) for i, cell in enumerate(todo)]
     bar = _bar(len(jobs), quiet)
     try:
