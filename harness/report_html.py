@@ -1,0 +1,196 @@
+"""The HTML report: one page a person opens in a browser to see the whole matrix.
+
+Per scenario it shows the attack x defense tables (each cell coloured green at the
+better end of the metric's direction, red at the worse), the heatmap PNGs, and the
+reconstruction grids: the PNG artifacts the cell runs logged, copied next to the report
+(``grids/``) so the folder can be moved or served as it is. Privacy-utility curves come
+first when the report was asked for them; cells that failed are listed with their error.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+import shutil
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from harness.report import CellRow, Pivot
+
+STYLE = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d232a;background:#fafafa}
+header{background:#1f3a5f;color:#fff;padding:18px 32px}header h1{margin:0 0 6px 0;font-size:24px}
+header p{margin:2px 0;font-size:13px;opacity:.9}header code{background:rgba(255,255,255,.15);padding:1px 4px}
+nav{padding:10px 32px;background:#e8eef6;font-size:14px}nav a{margin-right:16px;color:#1f3a5f}
+main{padding:8px 32px 40px 32px;max-width:1400px}section{margin-top:28px}
+h2{border-bottom:2px solid #1f3a5f;padding-bottom:4px}h3{margin:22px 0 6px 0;font-size:16px}
+h3 small{font-weight:normal;color:#56606b}
+table{border-collapse:collapse;margin:6px 0 10px 0;background:#fff}
+td,th{border:1px solid #cfd6de;padding:5px 10px;font-size:13px;text-align:right}
+th{background:#eef1f4;text-align:left}td.missing{color:#9aa3ad;text-align:center}
+.pair{display:flex;flex-wrap:wrap;gap:18px;align-items:flex-start}.pair img{max-width:520px}
+.grids{display:grid;grid-template-columns:repeat(auto-fill,minmax(340px,1fr));gap:14px}
+#curves .grids{grid-template-columns:repeat(auto-fill,minmax(520px,1fr))}
+figure{margin:0;background:#fff;border:1px solid #d8dee4;padding:8px}figure img{width:100%}
+figcaption{font-size:12px;color:#39424c;margin-top:4px;word-break:break-word}
+.summary span{display:inline-block;margin-right:22px}.failed li{font-size:13px;margin:3px 0}
+img{max-width:100%}
+"""
+
+
+@dataclass
+class Grid:
+    """A PNG a cell run logged, copied next to the report."""
+
+    src: str
+    caption: str
+
+
+@dataclass
+class Section:
+    """What the page shows of one scenario."""
+
+    scenario: str
+    tables: list[tuple[Pivot, str | None]] = field(default_factory=list)
+    grids: list[Grid] = field(default_factory=list)
+
+
+def copy_grids(tracker: Any, rows: list[CellRow], out_dir: Path, per_scenario: int = 24) -> dict[str, list[Grid]]:
+    """Download up to ``per_scenario`` PNG artifacts per scenario into ``out_dir/grids``."""
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    out: dict[str, list[Grid]] = defaultdict(list)
+    target = out_dir / "grids"
+    shutil.rmtree(target, ignore_errors=True)
+    for row in sorted(rows, key=lambda r: (r.scenario, r.attack, r.defense)):
+        if len(out[row.scenario]) >= per_scenario:
+            continue
+        for path in _pngs(tracker, row.run_id, ""):
+            if len(out[row.scenario]) >= per_scenario:
+                break
+            with tempfile.TemporaryDirectory() as tmp:
+                local = Path(tracker.client.download_artifacts(row.run_id, path, tmp))
+                name = f"{row.run_id[:8]}_{path.replace('/', '_')}"
+                dest = target / _safe(row.scenario) / name
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(local, dest)
+            caption = f"{row.attack} vs {row.defense} · {row.dataset} · {path}"
+            out[row.scenario].append(Grid(str(dest.relative_to(out_dir)), caption))
+    return out
+
+
+def _pngs(tracker: Any, run_id: str, path: str) -> list[str]:
+    found = []
+    for info in tracker.client.list_artifacts(run_id, path or None):
+        if info.is_dir:
+            found.extend(_pngs(tracker, run_id, info.path))
+        elif info.path.lower().endswith(".png"):
+            found.append(info.path)
+    return found
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in text)
+
+
+def failed_cells(tracker: Any, experiment_id: str, finished: set[str], parent_id: str | None) -> list[tuple[str, str]]:
+    """(label, error) of cells whose latest run FAILED and that never FINISHED."""
+    out, seen = [], set()
+    for run in tracker.cell_runs(experiment_id, status="FAILED", parent_id=parent_id):
+        tags = run.data.tags
+        h = tags.get("vispriv.cell_hash", run.info.run_id)
+        if h in finished or h in seen:
+            continue
+        seen.add(h)
+        label = f"{tags.get('vispriv.attack', '?')} vs {tags.get('vispriv.defense', '?')} ({tags.get('vispriv.scenario', '?')})"
+        out.append((label, tags.get("vispriv.error", "").splitlines()[0] if tags.get("vispriv.error") else ""))
+    return out
+
+
+def _colour(p: Pivot, value: float) -> str:
+    finite = [v for v in p.values.values() if math.isfinite(v)]
+    if not finite or not math.isfinite(value):
+        return ""
+    lo, hi = min(finite), max(finite)
+    t = 0.5 if hi == lo else (value - lo) / (hi - lo)
+    if not p.higher_is_better:
+        t = 1 - t
+    return f' style="background:hsl({int(120 * t)},55%,86%)"'
+
+
+def table_html(p: Pivot) -> str:
+    """The pivot as an HTML table, each value coloured by where it lies in the metric's range."""
+    arrow = "higher is better" if p.higher_is_better else "lower is better"
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in p.cols)
+    body = []
+    for r in p.rows:
+        cells = []
+        for c in p.cols:
+            if (r, c) in p.values:
+                cells.append(f"<td{_colour(p, p.values[(r, c)])}>{html.escape(p.cell_text(r, c))}</td>")
+            else:
+                cells.append('<td class="missing">–</td>')
+        body.append(f"<tr><th>{html.escape(r)}</th>{''.join(cells)}</tr>")
+    return (
+        f"<h3>{html.escape(p.metric)} <small>({arrow}; rows: attack, columns: defense)</small></h3>"
+        f"<table><tr><th>attack \\ defense</th>{head}</tr>{''.join(body)}</table>"
+    )
+
+
+def page(
+    experiment: str,
+    command: str,
+    uri: str,
+    rows: list[CellRow],
+    sections: list[Section],
+    curves: list[tuple[str, str]],
+    failed: list[tuple[str, str]],
+) -> str:
+    """The whole report page."""
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    cmd = f"<p>Generated by <code>{html.escape(command)}</code> at {when}</p>" if command else f"<p>{when}</p>"
+    nav = "".join(f'<a href="#{_safe(s.scenario)}">{html.escape(s.scenario)}</a>' for s in sections)
+    if curves:
+        nav = '<a href="#curves">privacy-utility curves</a>' + nav
+    if failed:
+        nav += '<a href="#failed">failed cells</a>'
+    scenarios = len({r.scenario for r in rows})
+    summary = (
+        f'<p class="summary"><span><b>{len(rows)}</b> finished cells</span><span><b>{scenarios}</b> scenarios</span>'
+        f"<span><b>{len(failed)}</b> failed cells</span><span>store: <code>{html.escape(uri)}</code></span></p>"
+    )
+    parts = [summary]
+    if curves:
+        figs = "".join(
+            f'<figure><img src="{html.escape(src)}" alt="{html.escape(title)}"><figcaption>{html.escape(title)}</figcaption></figure>'
+            for title, src in curves
+        )
+        parts.append(f'<section id="curves"><h2>Privacy-utility curves</h2><div class="grids">{figs}</div></section>')
+    for s in sections:
+        body = [f'<section id="{_safe(s.scenario)}"><h2>{html.escape(s.scenario)}</h2>']
+        for p, png in s.tables:
+            img = f'<img src="{html.escape(png)}" alt="heatmap of {html.escape(p.metric)}">' if png else ""
+            body.append(f'<div class="pair"><div>{table_html(p)}</div>{img}</div>')
+        if s.grids:
+            figs = "".join(
+                f'<figure><img src="{html.escape(g.src)}" alt="{html.escape(g.caption)}" loading="eager">'
+                f"<figcaption>{html.escape(g.caption)}</figcaption></figure>"
+                for g in s.grids
+            )
+            body.append(f'<h3>Reconstructions <small>(artifacts of the cell runs)</small></h3><div class="grids">{figs}</div>')
+        body.append("</section>")
+        parts.append("".join(body))
+    if failed:
+        items = "".join(f"<li><b>{html.escape(label)}</b>: {html.escape(err)}</li>" for label, err in failed)
+        parts.append(f'<section id="failed"><h2>Failed cells</h2><ul class="failed">{items}</ul></section>')
+    return (
+        f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>vispriv: {html.escape(experiment)}</title>"
+        f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{STYLE}</style></head><body>"
+        f"<header><h1>vispriv report: {html.escape(experiment)}</h1>{cmd}</header><nav>{nav}</nav><main>"
+        + "".join(parts)
+        + "</main></body></html>"
+    )
