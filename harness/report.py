@@ -14,6 +14,7 @@ import csv
 import io
 import json
 import math
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,9 +37,6 @@ class CellRow:
     artifact_uri: str
     parent: str = ""
     cell_hash: str = ""
-
-    def column(self, with_dataset: bool) -> str:
-        return f"{self.dataset} | {self.defense}" if with_dataset else self.defense
 
 
 @dataclass
@@ -118,20 +116,23 @@ def resolve_metric(rows: list[CellRow], wanted: str) -> list[str]:
 
 
 def pivot(rows: list[CellRow], metric: str) -> list[Pivot]:
-    """One pivot per scenario that has ``metric``."""
-    by_scenario: dict[str, list[CellRow]] = defaultdict(list)
+    """One pivot per scenario that has ``metric``, and per dataset where a scenario has several."""
+    groups: dict[tuple[str, str], list[CellRow]] = defaultdict(list)
     for r in rows:
         if metric in r.metrics:
-            by_scenario[r.scenario].append(r)
+            groups[(r.scenario, r.dataset)].append(r)
+    datasets_of: dict[str, int] = defaultdict(int)
+    for scenario, _ in groups:
+        datasets_of[scenario] += 1
     out = []
-    for scenario, rs in sorted(by_scenario.items()):
-        with_dataset = len({r.dataset for r in rs}) > 1
+    for (scenario, dataset), rs in sorted(groups.items()):
         attacks = _ordered(r.attack for r in rs)
-        defenses = _ordered(r.column(with_dataset) for r in rs)
-        p = Pivot(metric, scenario, attacks, defenses)
+        defenses = _ordered(r.defense for r in rs)
+        title = f"{scenario}: {dataset}" if datasets_of[scenario] > 1 else scenario
+        p = Pivot(metric, title, attacks, defenses)
         p.higher_is_better = next((r.higher_is_better.get(metric, True) for r in rs), True)
         for r in rs:
-            key = (r.attack, r.column(with_dataset))
+            key = (r.attack, r.defense)
             p.values[key] = r.metrics[metric]
             if metric + "_se" in r.metrics:
                 p.errors[key] = r.metrics[metric + "_se"]
@@ -283,7 +284,7 @@ def write_report(
     csv_parts = []
     for name in names:
         for p in pivot(rows, name):
-            stem = f"{p.scenario}__{name}".replace("/", "_")
+            stem = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{p.scenario}__{name}")
             png = heatmap_png(p, out_dir / f"heatmap_{stem}.png")
             files.append(png)
             md_parts.append(to_markdown(p) + f"\n![{name}]({png.name})\n")
