@@ -9,7 +9,11 @@ its standard error) and against the mean-image predictor (the mean public crop).
 Run (each condition trains at most ``--minutes``; trained nets are cached in
 .vispriv-cache, so a rerun only evaluates)::
 
-    nice -n 10 .venv/bin/python benchmarks/inversion_levers.py --steps 500 --minutes 6
+    nice -n 10 .venv/bin/python benchmarks/inversion_levers.py --steps 250 --minutes 6 \
+        --conditions base,dense-step4 --reference base
+    nice -n 10 .venv/bin/python benchmarks/inversion_levers.py --steps 250 --minutes 6 \
+        --conditions dense-step4,dense-step4-l1-only,dense-step4-no-augment,dense-step8 \
+        --reference dense-step4 --long 14
 """
 
 from __future__ import annotations
@@ -47,14 +51,20 @@ def test_crops(side: int, crop: int, stride: int) -> Images:
     return Images(np.stack(crops), ids)
 
 
+DENSE4 = {"detector": "dense", "dense_step": 4, "max_keypoints": 20000}
+BOTH = ("public", "lifting")
 CONDITIONS = {
     # name: (sift overrides, inversion overrides, photo side, crop, training splits)
-    "base": ({}, {}, 128, 64, ("public", "lifting")),
-    "l1-only": ({}, {"ssim_weight": 0.0}, 128, 64, ("public", "lifting")),
-    "no-augment": ({}, {"flip": False, "keep_min": 1.0}, 128, 64, ("public", "lifting")),
+    "base": ({}, {}, 128, 64, BOTH),
+    "l1-only": ({}, {"ssim_weight": 0.0}, 128, 64, BOTH),
+    "no-augment": ({}, {"flip": False, "keep_min": 1.0}, 128, 64, BOTH),
     "public-only": ({}, {}, 128, 64, ("public",)),
-    "dense-step4": ({"detector": "dense", "dense_step": 4, "max_keypoints": 20000}, {}, 128, 64, ("public", "lifting")),
-    "res-256": ({}, {"crop": 128, "depth": 5, "width": 16}, 256, 128, ("public", "lifting")),
+    "res-256": ({}, {"crop": 128, "depth": 5, "width": 16}, 256, 128, BOTH),
+    "dense-step4": (DENSE4, {}, 128, 64, BOTH),
+    "dense-step8": ({**DENSE4, "dense_step": 8}, {}, 128, 64, BOTH),
+    "dense-step4-l1-only": (DENSE4, {"ssim_weight": 0.0}, 128, 64, BOTH),
+    "dense-step4-no-augment": (DENSE4, {"flip": False, "keep_min": 1.0}, 128, 64, BOTH),
+    "dense-step4-width16": (DENSE4, {"width": 16}, 128, 64, BOTH),
 }
 
 
@@ -116,24 +126,30 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=6.0)
     ap.add_argument("--steps", type=int, default=500)
     ap.add_argument("--cache", default=".vispriv-cache")
+    ap.add_argument("--reference", default="base", help="condition the others are paired against (run it first)")
+    ap.add_argument("--long", type=float, default=0.0, help="if > 0: train the reference again for this many minutes, same steps x 3")
     args = ap.parse_args()
     cache = Cache(args.cache)
     base = None
-    print("| condition | keypoints/crop | test crops | SSIM | − mean-image (paired) | − base (paired) | images seen | images/s | train s |")
+    print(f"| condition | keypoints/crop | test crops | SSIM | − mean-image (paired) | − {args.reference} (paired) | images seen | images/s | train s |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for name in args.conditions.split(","):
-        r = run(name, args.minutes, args.steps, cache)
+    runs = [(name, args.steps, args.minutes) for name in args.conditions.split(",")]
+    if args.long > 0:
+        runs.append((args.reference, 3 * args.steps, args.long))
+    for i, (name, steps, minutes) in enumerate(runs):
+        r = run(name, minutes, steps, cache)
+        label = name if i < len(runs) - 1 or args.long <= 0 else f"{name}, {steps} steps (<= {minutes:g} min)"
         info = r["info"]
-        vs_base = paired(r["ssim"], base["ssim"]) if base is not None and len(base["ssim"]) == len(r["ssim"]) else "n/a"
-        print(f"| {name} | {r['kp_per_image']:.0f} | {len(r['ssim'])} | {r['ssim'].mean():.4f} ± {r['ssim'].std(ddof=1)/np.sqrt(len(r['ssim'])):.4f} "
+        vs_base = paired(r["ssim"], base["ssim"]) if base is not None and base["test"].ids == r["test"].ids else "n/a"
+        print(f"| {label} | {r['kp_per_image']:.0f} | {len(r['ssim'])} | {r['ssim'].mean():.4f} ± {r['ssim'].std(ddof=1)/np.sqrt(len(r['ssim'])):.4f} "
               f"| {paired(r['ssim'], r['ssim_mean_image'])} | {vs_base} | {info.get('train_images_seen', float('nan')):.0f} "
               f"| {info.get('train_images_per_second', float('nan')):.1f} | {info.get('train_seconds', float('nan')):.0f} |", flush=True)
-        if name == "base":
-            base = r
+        if name == args.reference:
+            base = base or r
             po, km = positions_only(r), kmeans_nearest(r)
-            print(f"| base: mean image | | | {r['ssim_mean_image'].mean():.4f} | | | | | |")
-            print(f"| base: positions only (constant descriptor) | | | {po.mean():.4f} | | {paired(po, r['ssim'])} | | | |")
-            print(f"| base: k-means(256)-nearest descriptors | | | {km.mean():.4f} | | {paired(km, r['ssim'])} | | | |", flush=True)
+            print(f"| {label}: mean image | | | {r['ssim_mean_image'].mean():.4f} | | | | | |")
+            print(f"| {label}: positions only (constant descriptor) | | | {po.mean():.4f} | | {paired(po, r['ssim'])} (vs itself) | | | |")
+            print(f"| {label}: k-means(256)-nearest descriptors | | | {km.mean():.4f} | | {paired(km, r['ssim'])} (vs itself) | | | |", flush=True)
 
 
 if __name__ == "__main__":

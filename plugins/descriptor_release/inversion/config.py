@@ -20,10 +20,11 @@ class InversionConfig(PluginConfig):
     depth: int = Field(4, ge=2, le=8, description="stride-2 encoder layers ([30] uses 6)")
     width: int = Field(32, ge=4, description="channels of the first encoder layer")
     max_width: int = Field(256, ge=4, description="cap on encoder channels")
+    head_layers: int = Field(2, ge=0, le=4, description="full-resolution 3x3 layers before the output ([30]: 2)")
     projection: int = Field(32, ge=0, description="bias-free 1x1 projection of each feature; 0 = none")
     feature_scale: float = Field(8.0, gt=0, description="multiplier on feature values before the network")
     color: bool = Field(False, description="reconstruct RGB (SIFT carries no colour: grey is the honest default)")
-    steps: int = Field(2000, ge=1, description="optimiser steps")
+    steps: int = Field(1000, ge=1, description="optimiser steps")
     batch_size: int = Field(8, ge=1)
     lr: float = Field(2e-3, gt=0)
     ssim_weight: float = Field(1.0, ge=0, description="weight of the (1 - SSIM) term beside L1")
@@ -37,7 +38,7 @@ class InversionConfig(PluginConfig):
     accelerator: str = "cpu"
     devices: int | str = 1
     precision: Literal["32", "bf16-mixed", "16-mixed"] = "32"
-    max_minutes: float | None = Field(None, gt=0, description="stop training after this wall time")
+    max_minutes: float | None = Field(20.0, gt=0, description="stop training after this wall time (None = no cap)")
 
     @model_validator(mode="after")
     def _check(self) -> InversionConfig:
@@ -63,4 +64,5 @@ class InversionConfig(PluginConfig):
             "max_width": self.max_width,
             "projection": self.projection,
             "feature_scale": self.feature_scale,
+            "head_layers": self.head_layers,
         }

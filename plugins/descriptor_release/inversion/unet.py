@@ -2,8 +2,9 @@
 
 Encoder: ``depth`` 4x4 stride-2 convolutions (they use 6), batch norm, ReLU. Decoder:
 ``depth`` 3x3 convolutions each preceded by nearest-neighbour x2 upsampling and fed the
-encoder output of the same resolution (skip connection), then three 3x3 convolutions at
-full resolution ([30]'s decoder has 9 = 6 + 3 layers). The output is squashed into
+encoder output of the same resolution (skip connection), then ``head_layers`` + 1 3x3
+convolutions at full resolution ([30]'s decoder has 9 = 6 + 3 layers: depth 6, head 2;
+full-resolution layers dominate the cost on a CPU, so fewer is an option). The output is squashed into
 [0, 1] (a tanh rescaled, as [30]'s tanh output maps to pixel values).
 
 The input is sparse: (K, C) feature vectors and their flat pixel indices. An optional
@@ -42,6 +43,7 @@ class SparseUNet(nn.Module):
         max_width: int = 256,
         projection: int = 32,
         feature_scale: float = 8.0,
+        head_layers: int = 2,
     ) -> None:
         super().__init__()
         self.in_channels = in_channels
@@ -62,7 +64,11 @@ class SparseUNet(nn.Module):
         for level in reversed(range(depth)):
             self.up.append(_block(cin + skips[level], outs[level], 3, 1))
             cin = outs[level]
-        self.head = nn.Sequential(_block(cin, width, 3, 1), _block(width, width, 3, 1), nn.Conv2d(width, out_channels, 3, padding=1))
+        head: list[nn.Module] = []
+        for _ in range(head_layers):
+            head.append(_block(cin, width, 3, 1))
+            cin = width
+        self.head = nn.Sequential(*head, nn.Conv2d(cin, out_channels, 3, padding=1))
 
     @property
     def stride(self) -> int:
