@@ -101,6 +101,7 @@ def _fit(sets: list[tuple[Images, SparseFeatures]], out_channels: int, cfg: Inve
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*does not have many workers.*")
         warnings.filterwarnings("ignore", message=".*GPU available but not used.*")
+        warnings.filterwarnings("ignore", message=".*treespec.*")
         trainer.fit(module, loader)
     seconds = time.perf_counter() - start
     seen = trainer.global_step * cfg.batch_size
