@@ -50,7 +50,7 @@ class LdpFeatConfig(PluginConfig):
     dictionary_seed: int = Field(
         0, ge=0, description="seed of k-means / jitter / IVF training: K is public, so anyone rebuilds the same K"
     )
-    quantiser: Literal["exact", "ivf"] = "exact"
+    quantiser: Literal["exact", "ivf", "hnsw"] = "exact"
     nlist: int = Field(1024, ge=1)
     nprobe: int = Field(16, ge=1)
     sift: SiftConfig = SiftConfig()
@@ -118,7 +118,7 @@ class LdpFeat(Defense):
         return ldp.check_dictionary(k)
 
     def quantiser(self, dictionary: np.ndarray, ctx: CellContext | None = None) -> ldp.Quantiser:
-        """The fixed quantiser d -> d' (exact, or IVF trained with ``dictionary_seed``)."""
+        """The fixed quantiser d -> d' (exact, IVF trained with ``dictionary_seed``, or HNSW)."""
         cfg = self.config
         qcfg = ldp.QuantiserConfig(cfg.quantiser, cfg.nlist, cfg.nprobe, cfg.dictionary_seed)
         return ldp.Quantiser(dictionary, qcfg)

@@ -120,12 +120,18 @@ def check_queries(descriptors: np.ndarray) -> np.ndarray:
 class QuantiserConfig:
     """How d -> d' is computed. ``exact``: faiss IndexFlatL2. ``ivf``: IndexIVFFlat with a
     k-means coarse quantiser trained once with a fixed seed (``nlist`` lists, ``nprobe``
-    probed), i.e. a fixed approximate index: the map stays a deterministic function of d."""
+    probed). ``hnsw``: IndexHNSWFlat (``hnsw_m`` links, ``ef_search``), its graph built on
+    one thread so that the same dictionary always gives the same graph. Each is a fixed
+    approximate index: the map stays a deterministic function of d, which is all the
+    ε-LDP proof needs (S1.2)."""
 
-    kind: Literal["exact", "ivf"] = "exact"
+    kind: Literal["exact", "ivf", "hnsw"] = "exact"
     nlist: int = 1024
     nprobe: int = 16
     seed: int = 0
+    hnsw_m: int = 32
+    ef_search: int = 64
+    ef_construction: int = 80
 
 
 class Quantiser:
@@ -139,6 +145,17 @@ class Quantiser:
         n = len(self.dictionary)
         if self.config.kind == "exact":
             self.index = faiss.IndexFlatL2(DESCRIPTOR_DIM)
+        elif self.config.kind == "hnsw":
+            self.index = faiss.IndexHNSWFlat(DESCRIPTOR_DIM, self.config.hnsw_m)
+            self.index.hnsw.efConstruction = self.config.ef_construction
+            self.index.hnsw.efSearch = self.config.ef_search
+            threads = faiss.omp_get_max_threads()
+            faiss.omp_set_num_threads(1)
+            try:
+                self.index.add(self.dictionary)
+            finally:
+                faiss.omp_set_num_threads(threads)
+            return
         else:
             nlist = min(self.config.nlist, max(1, n // 39))
             coarse = faiss.IndexFlatL2(DESCRIPTOR_DIM)

@@ -145,3 +145,17 @@ def test_quantisers_are_deterministic_nearest_neighbours():
     b = ldp.Quantiser(k, cfg).assign(q[::-1])[::-1]  # rebuilt index, other batch order: same map
     assert np.array_equal(a, b)
     assert np.mean(a == brute) > 0.9
+
+
+def test_hnsw_quantiser_is_deterministic_and_near_exact():
+    from plugins.descriptor_release import ldp as _ldp
+
+    rng = np.random.default_rng(3)
+    dictionary = rng.normal(size=(2000, 128)).astype(np.float32)
+    dictionary /= np.linalg.norm(dictionary, axis=1, keepdims=True)
+    queries = dictionary[rng.integers(0, 2000, 300)] + rng.normal(0, 0.05, (300, 128)).astype(np.float32)
+    config = _ldp.QuantiserConfig("hnsw", hnsw_m=16, ef_search=64)
+    a = _ldp.Quantiser(dictionary, config).assign(queries)
+    b = _ldp.Quantiser(dictionary, config).assign(queries[::-1])[::-1]
+    assert np.array_equal(a, b)
+    assert np.mean(a == _ldp.exact_nearest(queries, dictionary)) > 0.95
