@@ -15,7 +15,7 @@ from pydantic import Field
 from harness import Attack, AttackResult, CellContext
 from plugins.descriptor_release.attack_common import PublicDatabaseConfig, public_database, recovered
 from plugins.descriptor_release.datasets import SCENARIO, scene_public
-from plugins.descriptor_release.payloads import LiftedFeatures, RecoveryTrace
+from plugins.descriptor_release.payloads import LiftedFeatures, RawFeatures, RecoveryTrace
 from plugins.descriptor_release.recovery import cluster_candidates, intersecting, select_candidates
 
 
@@ -33,6 +33,7 @@ class ClusteringAttack(Attack):
     version = "1.0"
     scenario = SCENARIO
     consumes = (LiftedFeatures,)
+    produces = (RawFeatures, RecoveryTrace)
 
     def attack(self, release: LiftedFeatures, public: object, ctx: CellContext) -> AttackResult:
         cfg = self.config

@@ -9,7 +9,7 @@ from harness import Attack, AttackResult, CellContext, PluginConfig
 from harness.errors import InputError
 from plugins.descriptor_release.attack_common import recovered
 from plugins.descriptor_release.datasets import SCENARIO
-from plugins.descriptor_release.payloads import LiftedFeatures, RecoveryTrace
+from plugins.descriptor_release.payloads import LiftedFeatures, RawFeatures, RecoveryTrace
 from plugins.descriptor_release.recovery import database_attack
 
 #: A distance below this counts as "on the subspace" (the exact recovery of step 2).
@@ -28,6 +28,7 @@ class DatabaseAttack(Attack):
     version = "1.0"
     scenario = SCENARIO
     consumes = (LiftedFeatures,)
+    produces = (RawFeatures, RecoveryTrace)
 
     def attack(self, release: LiftedFeatures, public: object, ctx: CellContext) -> AttackResult:
         cfg = self.config

@@ -5,7 +5,7 @@ from __future__ import annotations
 from harness import Attack, AttackResult, CellContext
 from plugins.descriptor_release.attack_common import PublicDatabaseConfig, public_database, recovered
 from plugins.descriptor_release.datasets import SCENARIO, scene_public
-from plugins.descriptor_release.payloads import LiftedFeatures
+from plugins.descriptor_release.payloads import LiftedFeatures, RawFeatures
 from plugins.descriptor_release.subspace import nearest_to_subspaces
 
 
@@ -19,6 +19,7 @@ class NearestAttack(Attack):
     version = "1.0"
     scenario = SCENARIO
     consumes = (LiftedFeatures,)
+    produces = (RawFeatures,)
 
     def attack(self, release: LiftedFeatures, public: object, ctx: CellContext) -> AttackResult:
         z = public_database(scene_public(public), self.config, ctx.cache)

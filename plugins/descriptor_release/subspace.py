@@ -32,7 +32,8 @@ from plugins.descriptor_release.payloads import DESCRIPTOR_DIM, LiftedFeatures, 
 LiftingMode = Literal["random", "adversarial", "hybrid", "sub-hybrid"]
 #: Number of contiguous sub-databases of sub-hybrid lifting (ref [11]).
 N_SUB_DATABASES = 16
-#: Default number of matrix entries one kernel chunk may hold (~128 MiB of float32).
+#: Default number of matrix entries one kernel chunk may hold (128 MiB of float32; tuned in
+#: benchmarks/point_to_subspace.py: on a loaded 2-core machine few large chunks beat many small ones).
 CHUNK_ELEMENTS = 1 << 25
 
 
@@ -159,11 +160,31 @@ def _check_subspaces(offsets: np.ndarray, bases: np.ndarray) -> None:
         raise InputError(f"bases must be (S, m, {DESCRIPTOR_DIM}) with S = {offsets.shape[0]}; got {bases.shape}")
 
 
-def _subspace_chunk_sqdist(w: torch.Tensor, w_sq: torch.Tensor, m_stack: torch.Tensor, c_sq: torch.Tensor, m: int) -> torch.Tensor:
-    """(s, p) squared distances: ||w||^2 - 2 c.w + ||c||^2 - ||B w||^2 as one matmul."""
-    s = c_sq.shape[0]
-    r = (m_stack @ w.T).view(s, m + 1, -1)
-    out = r[:, 1:].square().sum(dim=1)
+def _subspace_chunk_sqdist(
+    w: torch.Tensor,
+    w_sq: torch.Tensor,
+    m_stack: torch.Tensor,
+    c_sq: torch.Tensor,
+    m: int,
+    buffers: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] | None = None,
+) -> torch.Tensor:
+    """(s, p) squared distances: ||w||^2 - 2 c.w + ||c||^2 - ||B w||^2 from one matmul.
+
+    ``m_stack`` holds, per subspace, the canonical offset then the m basis rows; the
+    product's rows are squared and summed in place. ``buffers`` (keyed by shape) lets a
+    caller reuse the product and result memory between chunks instead of re-allocating
+    (and page-faulting) ~100 MB per chunk.
+    """
+    s, p = c_sq.shape[0], w.shape[0]
+    if buffers is not None:
+        if (s, p) not in buffers:
+            buffers[(s, p)] = (m_stack.new_empty((s * (m + 1), p)), m_stack.new_empty((s, p)))
+        prod, out = buffers[(s, p)]
+        torch.mm(m_stack, w.T, out=prod)
+    else:
+        prod, out = torch.mm(m_stack, w.T), m_stack.new_empty((s, p))
+    r = prod.view(s, m + 1, p)
+    torch.sum(r[:, 1:].square_(), dim=1, out=out)
     out.neg_().add_(r[:, 0], alpha=-2.0).add_(w_sq[None, :]).add_(c_sq[:, None])
     return out.clamp_(min=0.0)
 
@@ -208,14 +229,14 @@ def nearest_to_subspaces(
     bases: np.ndarray,
     n: int,
     device: str = "cpu",
-    subspace_chunk: int = 256,
+    subspace_chunk: int = 128,
     chunk_elements: int = CHUNK_ELEMENTS,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The ``n`` database rows nearest to each subspace, ascending: (sqdist (S, n), rows (S, n)).
 
     Batched kernel: for a chunk of s subspaces and p database rows, one float32 matmul of
-    (s (m + 1), 128) x (128, p) gives ``c.w`` and ``B w``; the running top-n is merged chunk
-    by chunk, so memory is O(chunk_elements) whatever ``|W|``.
+    (s (m + 1), 128) x (128, p) gives ``c.w`` and ``B w``; each chunk keeps its top-n and
+    the candidates are merged once, so memory is O(chunk_elements + s n |W| / p).
     """
     offsets, bases = np.asarray(offsets), np.asarray(bases)
     _check_subspaces(offsets, bases)
@@ -230,25 +251,22 @@ def nearest_to_subspaces(
     best_d = np.empty((n_sub, n), np.float32)
     best_i = np.empty((n_sub, n), np.int64)
     point_chunk = max(n, chunk_elements // max(1, subspace_chunk * (m + 1)))
+    buffers: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
     for s0 in range(0, n_sub, subspace_chunk):
         s1 = min(s0 + subspace_chunk, n_sub)
         stack, c_sq = _prepare(offsets[s0:s1], bases[s0:s1], device, torch.float32)
         flat = stack.reshape(-1, DESCRIPTOR_DIM)
-        run_d = run_i = None
+        cand_d, cand_i = [], []
         for p0 in range(0, len(w_all), point_chunk):
             p1 = min(p0 + point_chunk, len(w_all))
-            dist = _subspace_chunk_sqdist(w_all[p0:p1], w_sq_all[p0:p1], flat, c_sq, m)
-            kk = min(n, p1 - p0)
-            d_c, i_c = torch.topk(dist, kk, dim=1, largest=False, sorted=False)
-            i_c += p0
-            if run_d is not None:
-                d_c, i_c = torch.cat([run_d, d_c], 1), torch.cat([run_i, i_c], 1)
-            kk = min(n, d_c.shape[1])
-            run_d, sel = torch.topk(d_c, kk, dim=1, largest=False, sorted=False)
-            run_i = torch.gather(i_c, 1, sel)
-        order = torch.argsort(run_d, dim=1)
-        best_d[s0:s1] = torch.gather(run_d, 1, order).cpu().numpy()
-        best_i[s0:s1] = torch.gather(run_i, 1, order).cpu().numpy()
+            dist = _subspace_chunk_sqdist(w_all[p0:p1], w_sq_all[p0:p1], flat, c_sq, m, buffers)
+            d_c, i_c = torch.topk(dist, min(n, p1 - p0), dim=1, largest=False, sorted=False)
+            cand_d.append(d_c)
+            cand_i.append(i_c + p0)
+        all_d, all_i = torch.cat(cand_d, dim=1), torch.cat(cand_i, dim=1)
+        run_d, sel = torch.topk(all_d, n, dim=1, largest=False, sorted=True)
+        best_d[s0:s1] = run_d.cpu().numpy()
+        best_i[s0:s1] = torch.gather(all_i, 1, sel).cpu().numpy()
     return best_d, best_i
 
 
