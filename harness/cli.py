@@ -175,16 +175,28 @@ def ui(tracking_uri: str | None, start: bool) -> None:
 def demo(tracking_uri, cache_dir, quiet, out_dir, overrides):  # type: ignore[no-untyped-def]
     """Run the default matrix on bundled data and print the result tables."""
     from harness.config import apply_overrides, read_yaml, validate_config
-    from harness.report import write_report
+    from harness.report import collect, write_report
     from harness.tracking import Tracker
 
     path = Path(__file__).parent / "configs" / "demo.yaml"
     cfg = validate_config(apply_overrides(read_yaml(path), list(overrides)), source=str(path))
+    curve_specs = read_yaml(path.with_name("demo-report.yaml")).get("curves", [])
     _run(cfg, False, True, "local", None, tracking_uri, cache_dir, quiet, False)
-    files = write_report(Tracker(tracking_uri), cfg.name, out_dir, None, ["md", "html"],
-                         command="vispriv demo")
+    tracker = Tracker(tracking_uri)
+    curves = _available_curves(collect(tracker, cfg.name), curve_specs)
+    files = write_report(tracker, cfg.name, out_dir, None, ["md", "html"], curves, command="vispriv demo")
     click.echo(files.markdown)
     click.echo(f"HTML report: {out_dir / 'report.html'}")
+
+
+def _available_curves(rows, specs):  # type: ignore[no-untyped-def]
+    """The ``{x, y, group}`` curve specs that some finished run has data for."""
+    out = []
+    for spec in specs:
+        x, y, group = spec["x"], spec["y"], list(spec.get("group", []))
+        if any(x in r.params and any(m == y or m.split("/")[-1] == y for m in r.metrics) for r in rows):
+            out.append((x, y, group))
+    return out
 
 
 @cli.command("new-plugin")

@@ -283,7 +283,8 @@ def _add_attack(
             continue
         produced_all = tuple(t for s in chain for t in s.cls.produces)
         pool = wanted_metrics if wanted_metrics is not None else [c for c in registry.all("metric")]
-        metrics = tuple(m for m in pool if _fits(produced_all, m.consumes))
+        # A metric of one scenario scores only that scenario's cells (``any``: every cell).
+        metrics = tuple(m for m in pool if _fits(produced_all, m.consumes) and m.scenario in ("any", scenario))
         matrix.cells.append(Cell(dataset, defense, tuple(chain), metrics, config.seed))
 
 
