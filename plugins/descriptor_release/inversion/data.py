@@ -3,7 +3,7 @@
 [30] augments with a random rescale, a random crop, a horizontal flip and keeping a
 random 5-100% of the points. Rescaling and flipping change the descriptors themselves
 (SIFT of a mirrored image is not a permuted SIFT), so those two are done on the images
-before feature extraction (:func:`augmented_images`; the caller extracts features of
+before feature extraction (:func:`variant_sets`; the caller extracts features of
 every variant once, cached); crops and keypoint dropping are drawn per sample here.
 """
 
