@@ -180,13 +180,16 @@ def demo(tracking_uri, cache_dir, quiet, out_dir, overrides):  # type: ignore[no
 
     path = Path(__file__).parent / "configs" / "demo.yaml"
     cfg = validate_config(apply_overrides(read_yaml(path), list(overrides)), source=str(path))
-    curve_specs = read_yaml(path.with_name("demo-report.yaml")).get("curves", [])
+    report_spec = read_yaml(path.with_name("demo-report.yaml"))
     _run(cfg, False, True, "local", None, tracking_uri, cache_dir, quiet, False)
     tracker = Tracker(tracking_uri)
-    curves = _available_curves(collect(tracker, cfg.name), curve_specs)
-    files = write_report(tracker, cfg.name, out_dir, None, ["md", "html"], curves, command="vispriv demo")
+    rows = collect(tracker, cfg.name)
+    present = {m for r in rows for m in r.metrics}
+    metrics = [m for m in report_spec.get("metrics", []) if m in present] or None
+    curves = _available_curves(rows, report_spec.get("curves", []))
+    files = write_report(tracker, cfg.name, out_dir, metrics, ["md", "html"], curves, command="vispriv demo")
     click.echo(files.markdown)
-    click.echo(f"HTML report: {out_dir / 'report.html'}")
+    click.echo(f"HTML report: {(out_dir / 'report.html').resolve()}")
 
 
 def _available_curves(rows, specs):  # type: ignore[no-untyped-def]

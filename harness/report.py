@@ -15,6 +15,7 @@ import io
 import json
 import math
 import re
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,7 +90,7 @@ def collect(tracker: Tracker, experiment: str, parent_id: str | None = None) -> 
                 defense=tags.get("vispriv.defense", "?"),
                 attack=tags.get("vispriv.attack", "?"),
                 params=dict(run.data.params),
-                metrics=dict(run.data.metrics),
+                metrics={k: _unclamp(v) for k, v in run.data.metrics.items()},
                 higher_is_better=json.loads(tags.get("vispriv.higher_is_better", "{}")),
                 artifact_uri=run.info.artifact_uri,
                 parent=tags.get("mlflow.parentRunId", ""),
@@ -97,6 +98,11 @@ def collect(tracker: Tracker, experiment: str, parent_id: str | None = None) -> 
             )
         )
     return out
+
+
+def _unclamp(value: float) -> float:
+    """MLflow's sqlite store keeps +-inf as +-float max: read it back as infinity."""
+    return math.copysign(math.inf, value) if abs(value) >= sys.float_info.max else value
 
 
 def metric_names(rows: list[CellRow]) -> list[str]:
@@ -189,7 +195,8 @@ def heatmap_png(p: Pivot, path: Path) -> Path:
                 ax.text(j, i, _fmt(p.values[(r, c)], 3), ha="center", va="center", fontsize=7)
     arrow = "higher is better" if p.higher_is_better else "lower is better"
     ax.set_title(f"{p.metric} ({p.scenario}; {arrow})", fontsize=9)
-    fig.colorbar(im, ax=ax, fraction=0.04)
+    if np.isfinite(grid).any():  # an all-infinite pivot (exact recovery everywhere) has no scale
+        fig.colorbar(im, ax=ax, fraction=0.04)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -288,7 +295,8 @@ def write_report(
             png = heatmap_png(p, out_dir / f"heatmap_{stem}.png")
             files.append(png)
             md_parts.append(to_markdown(p) + f"\n![{name}]({png.name})\n")
-            sections.setdefault(p.scenario, report_html.Section(p.scenario)).tables.append((p, png.name))
+            scenario = p.scenario.split(": ")[0]  # a pivot per dataset is titled 'scenario: dataset'
+            sections.setdefault(scenario, report_html.Section(scenario)).tables.append((p, png.name))
             csv_parts.append(to_csv(p))
     for x, y, group in curves or []:
         for yname in resolve_metric(rows, y):

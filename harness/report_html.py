@@ -125,6 +125,7 @@ def _colour(p: Pivot, value: float) -> str:
 def table_html(p: Pivot) -> str:
     """The pivot as an HTML table, each value coloured by where it lies in the metric's range."""
     arrow = "higher is better" if p.higher_is_better else "lower is better"
+    where = p.scenario.split(": ", 1)[1] + "; " if ": " in p.scenario else ""
     head = "".join(f"<th>{html.escape(c)}</th>" for c in p.cols)
     body = []
     for r in p.rows:
@@ -136,7 +137,7 @@ def table_html(p: Pivot) -> str:
                 cells.append('<td class="missing">–</td>')
         body.append(f"<tr><th>{html.escape(r)}</th>{''.join(cells)}</tr>")
     return (
-        f"<h3>{html.escape(p.metric)} <small>({arrow}; rows: attack, columns: defense)</small></h3>"
+        f"<h3>{html.escape(p.metric)} <small>({html.escape(where)}{arrow}; rows: attack, columns: defense)</small></h3>"
         f"<table><tr><th>attack \\ defense</th>{head}</tr>{''.join(body)}</table>"
     )
 
