@@ -200,10 +200,13 @@ class InvertLdpConfig(InversionAttackConfig):
 
     ``defense`` holds any other field of the ``ldp-feat`` defense's config (dictionary_size,
     dictionary_seed, ...): copy the defense's, so the training features are made exactly as
-    the release was. ``m`` is read from the release.
+    the release was. ``m`` is read from the release, and so are ``epsilon`` and
+    ``dictionary_size`` when the release carries them (they are public parameters of the
+    mechanism); otherwise the config's values are used.
     """
 
     epsilon: float = Field(10.0, ge=0.0)
+    dictionary_size: int | Literal["full"] | None = Field(None, description="shortcut for defense.dictionary_size")
     defense: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -220,7 +223,9 @@ class InvertLdp(_Inversion):
         return SparseFeatures(release.keypoints, stacked, release.image_index, release.image_ids, release.image_size)
 
     def training_tag(self, release: LdpFeatures) -> str:
-        return f"{self.name}-m{release.m}"
+        eps = getattr(release, "epsilon", None)
+        eps = self.config.epsilon if eps is None else eps
+        return f"{self.name}-m{release.m}-eps{eps}"
 
     def public_features(self, variant: Images, release: LdpFeatures, public: DescriptorPublic, ctx: CellContext) -> SparseFeatures:
         from plugins.defenses.ldp_feat import LdpFeat
@@ -228,7 +233,12 @@ class InvertLdp(_Inversion):
 
         cfg = self.config
         sift = self.sift(public)
-        settings = {**cfg.defense, "epsilon": cfg.epsilon, "m": release.m, "audit_trials": 0}
+        released_eps = getattr(release, "epsilon", None)
+        settings = {**cfg.defense, "epsilon": cfg.epsilon if released_eps is None else released_eps,
+                    "m": release.m, "audit_trials": 0}
+        size = getattr(release, "dictionary_size", None) or cfg.dictionary_size
+        if size is not None:
+            settings["dictionary_size"] = size
         if "sift" in LdpFeat.Config.model_fields:
             settings["sift"] = sift
         try:
@@ -238,12 +248,12 @@ class InvertLdp(_Inversion):
         raw = extract_features(variant, sift, ctx.cache)
         rng = ctx.rng("invert-ldp", "mechanism", variant.ids[0] if variant.ids else "")
         if defense.config.naive:
-            codes, _ = ldp.naive_omega_subset(raw.descriptors, release.m, cfg.epsilon, rng)
+            codes, _ = ldp.naive_omega_subset(raw.descriptors, release.m, defense.config.epsilon, rng)
             candidates = ldp.from_uint8_domain(codes)
         else:
             dictionary = defense.dictionary(public, ctx)
             true_ids = defense.quantiser(dictionary, ctx).assign(raw.descriptors)
-            ids, _ = ldp.omega_subset(true_ids, len(dictionary), release.m, cfg.epsilon, rng)
+            ids, _ = ldp.omega_subset(true_ids, len(dictionary), release.m, defense.config.epsilon, rng)
             candidates = dictionary[ids]
         as_release = LdpFeatures(raw.keypoints, raw.image_index, raw.image_ids, raw.image_size, candidates=candidates)
         return self.release_features(as_release)

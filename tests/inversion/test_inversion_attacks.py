@@ -87,7 +87,7 @@ def test_invert_ldp_stacks_m_candidates(scene, tmp_path):
     rng = np.random.default_rng(0)
     cands = rng.normal(size=(raw.n_keypoints, 2, 128)).astype(np.float32)
     release = LdpFeatures(raw.keypoints, raw.image_index, raw.image_ids, raw.image_size, candidates=cands)
-    attack = InvertLdp(InvertLdp.Config(sift=SIFT, network=NET, train_on=("public",), defense={"dictionary_size": 16}))
+    attack = InvertLdp(InvertLdp.Config(sift=SIFT, network=NET, train_on=("public",), dictionary_size=16))
     feats = attack.release_features(release)
     assert feats.channels == 256
     np.testing.assert_array_equal(feats.features[:, 128:], cands[:, 1])
