@@ -151,6 +151,8 @@ class LdpFeat(Defense):
             image_size=features.image_size,
             candidates=candidates,
             candidate_ids=ids,
+            epsilon=cfg.epsilon,
+            dictionary_size=cfg.dictionary_size,
         )
         log_p = ldp.log_inclusion_probability(cfg.epsilon, cfg.m, cfg.log_domain_size)
         utility["inclusion_probability"] = math.exp(log_p)

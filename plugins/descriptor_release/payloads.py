@@ -96,11 +96,15 @@ class LdpFeatures(_Keypointed):
     """LDP-Feat release: per keypoint an m-subset of the public dictionary K, in random order.
 
     ``candidates`` holds the m descriptors (K, m, 128); ``candidate_ids`` their dictionary
-    rows (K, m) when a finite dictionary is used.
+    rows (K, m) when a finite dictionary is used. ``epsilon`` and ``dictionary_size`` are
+    the mechanism's public parameters (an ε-LDP guarantee is stated with them; an attacker
+    may know them): ``dictionary_size`` is ``"full"`` for the naive 2^1024 domain.
     """
 
     candidates: np.ndarray = field(default_factory=lambda: np.zeros((0, 1, DESCRIPTOR_DIM), np.float32))
     candidate_ids: np.ndarray | None = None
+    epsilon: float | None = None
+    dictionary_size: int | str | None = None
 
     def __post_init__(self) -> None:
         self._check_common()
