@@ -181,13 +181,16 @@ def demo(tracking_uri, cache_dir, quiet, out_dir, overrides):  # type: ignore[no
     path = Path(__file__).parent / "configs" / "demo.yaml"
     cfg = validate_config(apply_overrides(read_yaml(path), list(overrides)), source=str(path))
     report_spec = read_yaml(path.with_name("demo-report.yaml"))
-    _run(cfg, False, True, "local", None, tracking_uri, cache_dir, quiet, False)
+    result = _run(cfg, False, True, "local", None, tracking_uri, cache_dir, quiet, False)
+    # Only this matrix's cells: runs of older versions of a plugin stay in MLflow, not in the report.
+    hashes = {c.hash for c, _ in result.finished + result.failed} | {c.hash for c in result.resumed}
     tracker = Tracker(tracking_uri)
-    rows = collect(tracker, cfg.name)
+    rows = collect(tracker, cfg.name, cell_hashes=hashes)
     present = {m for r in rows for m in r.metrics}
     metrics = [m for m in report_spec.get("metrics", []) if m in present] or None
     curves = _available_curves(rows, report_spec.get("curves", []))
-    files = write_report(tracker, cfg.name, out_dir, metrics, ["md", "html"], curves, command="vispriv demo")
+    files = write_report(tracker, cfg.name, out_dir, metrics, ["md", "html"], curves, command="vispriv demo",
+                         cell_hashes=hashes)
     click.echo(files.markdown)
     click.echo(f"HTML report: {(out_dir / 'report.html').resolve()}")
 

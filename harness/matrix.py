@@ -43,7 +43,14 @@ class Stage:
         """Parameters set in the config or differing from the plugin's defaults."""
         default = self.cls.Config().model_dump(mode="json")
         mine = self.config.model_dump(mode="json")
-        return {k: v for k, v in mine.items() if default.get(k) != v or k in self.explicit}
+        out = {}
+        for k, v in mine.items():
+            if default.get(k) != v or k in self.explicit:
+                base = default.get(k)
+                if isinstance(v, dict) and isinstance(base, dict):  # nested config: only what differs
+                    v = {sk: sv for sk, sv in v.items() if base.get(sk) != sv} or v
+                out[k] = v
+        return out
 
     def label(self) -> str:
         """``name`` or ``name(k=v,...)`` with the parameters the config set."""

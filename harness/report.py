@@ -68,8 +68,10 @@ def _fmt(v: float, digits: int) -> str:
     return f"{v:.{digits}f}"
 
 
-def collect(tracker: Tracker, experiment: str, parent_id: str | None = None) -> list[CellRow]:
-    """Latest FINISHED cell run per cell hash."""
+def collect(
+    tracker: Tracker, experiment: str, parent_id: str | None = None, cell_hashes: set[str] | None = None
+) -> list[CellRow]:
+    """Latest FINISHED cell run per cell hash (only ``cell_hashes`` when given)."""
     exp_id = tracker.experiment_id(experiment, create=False)
     if exp_id is None:
         names = [e.name for e in tracker.client.search_experiments()]
@@ -79,7 +81,7 @@ def collect(tracker: Tracker, experiment: str, parent_id: str | None = None) -> 
     for run in tracker.cell_runs(exp_id, status="FINISHED", parent_id=parent_id):
         tags = run.data.tags
         h = tags.get("vispriv.cell_hash", run.info.run_id)
-        if h in seen:
+        if h in seen or (cell_hashes is not None and h not in cell_hashes):
             continue
         seen.add(h)
         out.append(
@@ -266,16 +268,18 @@ def write_report(
     command: str = "",
     log_to_parent: bool = True,
     grids_per_scenario: int = 24,
+    cell_hashes: set[str] | None = None,
 ) -> ReportFiles:
     """Write tables, heatmaps and curves for ``experiment`` into ``out_dir``.
 
     The HTML page (:mod:`harness.report_html`) also shows up to ``grids_per_scenario``
     PNG artifacts of the cell runs (reconstruction grids), copied into ``out_dir/grids``.
+    ``cell_hashes`` limits the report to those cells (e.g. the current matrix's).
     """
     from harness import report_html
 
     formats = formats or ["md"]
-    rows = collect(tracker, experiment, parent_id)
+    rows = collect(tracker, experiment, parent_id, cell_hashes)
     if not rows:
         raise VisprivError(f"experiment {experiment!r} has no FINISHED cell runs to report")
     names: list[str] = []
