@@ -91,6 +91,14 @@ class Dataset(_Plugin):
     def load(self, ctx: CellContext) -> Scene:
         raise NotImplementedError
 
+    def provenance(self) -> str:
+        """Where the data come from when a reader must be told, e.g. ``"SIMULATED world"``.
+
+        The runner tags every cell with it and every report prints it under the tables of
+        the cells it concerns; the default (real data) is the empty string.
+        """
+        return ""
+
 
 class Defense(_Plugin):
     """Turns a private input into the release an untrusted party sees."""

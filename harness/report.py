@@ -38,6 +38,7 @@ class CellRow:
     artifact_uri: str
     parent: str = ""
     cell_hash: str = ""
+    provenance: str = ""
 
 
 @dataclass
@@ -49,6 +50,8 @@ class Pivot:
     values: dict[tuple[str, str], float] = field(default_factory=dict)
     errors: dict[tuple[str, str], float] = field(default_factory=dict)
     higher_is_better: bool = True
+    #: Provenance notes of the datasets behind the pivot (e.g. "SIMULATED world").
+    notes: list[str] = field(default_factory=list)
 
     def cell_text(self, r: str, c: str, digits: int = 3) -> str:
         if (r, c) not in self.values:
@@ -97,6 +100,7 @@ def collect(
                 artifact_uri=run.info.artifact_uri,
                 parent=tags.get("mlflow.parentRunId", ""),
                 cell_hash=h,
+                provenance=tags.get("vispriv.provenance", ""),
             )
         )
     return out
@@ -138,6 +142,7 @@ def pivot(rows: list[CellRow], metric: str) -> list[Pivot]:
         defenses = _ordered(r.defense for r in rs)
         title = f"{scenario}: {dataset}" if datasets_of[scenario] > 1 else scenario
         p = Pivot(metric, title, attacks, defenses)
+        p.notes = sorted({r.provenance for r in rs if r.provenance})
         p.higher_is_better = next((r.higher_is_better.get(metric, True) for r in rs), True)
         for r in rs:
             key = (r.attack, r.defense)
@@ -157,12 +162,21 @@ def _ordered(items: Any) -> list[str]:
 
 # -- rendering ------------------------------------------------------------------------
 def to_markdown(p: Pivot) -> str:
+    """The pivot as a markdown table; a single attack against many defenses is written
+    one defense per row so that it stays readable."""
     arrow = "higher is better" if p.higher_is_better else "lower is better"
-    lines = [f"**{p.metric}** ({p.scenario}; {arrow}) — rows: attack, columns: defense", ""]
-    lines.append("| attack \\ defense | " + " | ".join(p.cols) + " |")
-    lines.append("|---|" + "---|" * len(p.cols))
-    for r in p.rows:
-        lines.append(f"| {r} | " + " | ".join(p.cell_text(r, c) for c in p.cols) + " |")
+    if len(p.rows) == 1 and len(p.cols) > 3:
+        attack = p.rows[0]
+        lines = [f"**{p.metric}** ({p.scenario}; {arrow}) — attack: {attack}", ""]
+        lines += ["| defense | " + p.metric + " |", "|---|---|"]
+        lines += [f"| {c} | {p.cell_text(attack, c)} |" for c in p.cols]
+    else:
+        lines = [f"**{p.metric}** ({p.scenario}; {arrow}) — rows: attack, columns: defense", ""]
+        lines.append("| attack \\ defense | " + " | ".join(p.cols) + " |")
+        lines.append("|---|" + "---|" * len(p.cols))
+        for r in p.rows:
+            lines.append(f"| {r} | " + " | ".join(p.cell_text(r, c) for c in p.cols) + " |")
+    lines += [f"\nData: {note}" for note in p.notes]
     return "\n".join(lines) + "\n"
 
 

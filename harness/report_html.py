@@ -139,6 +139,7 @@ def table_html(p: Pivot) -> str:
     return (
         f"<h3>{html.escape(p.metric)} <small>({html.escape(where)}{arrow}; rows: attack, columns: defense)</small></h3>"
         f"<table><tr><th>attack \\ defense</th>{head}</tr>{''.join(body)}</table>"
+        + "".join(f"<p class=\"note\"><b>Data:</b> {html.escape(n)}</p>" for n in p.notes)
     )
 
 

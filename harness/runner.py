@@ -108,6 +108,7 @@ def cell_tags(cell: Cell) -> dict[str, str]:
         "vispriv.defense": cell.defense_label,
         "vispriv.attack": cell.attack_label,
         "vispriv.device": "cpu",
+        "vispriv.provenance": cell.dataset.instance().provenance(),  # type: ignore[attr-defined]
         "vispriv.versions": json.dumps(
             {s.cls.kind + ":" + s.name: s.cls.version for s in (cell.dataset, cell.defense, *cell.attack)}
         ),

@@ -59,6 +59,11 @@ class AlbumWorld(Dataset):
     scenario = SCENARIO
     produces = (Albums,)
 
+    def provenance(self) -> str:
+        if self.config.source == "simulated":
+            return "SIMULATED world (plugins/album/world.py): per-photo features drawn around location prototypes, not real photos"
+        return ""
+
     def load(self, ctx: CellContext) -> Scene:
         cfg = self.config
         if cfg.source == "manifest" and not cfg.manifest:

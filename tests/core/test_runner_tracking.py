@@ -72,6 +72,8 @@ def test_end_to_end_store_layout_and_report(toy_registry, tracker, tmp_path):
     names = {f.name for f in out.files}
     assert {"report.md", "report.csv", "report.html", "heatmap_toy__images_ssim.png"} <= names
     assert "| toy-denoise |" in out.markdown and "toy-noise(sigma=0.05)" in out.markdown
+    assert "Data: SIMULATED toy images (uniform noise)" in out.markdown
+    assert children[0].data.tags["vispriv.provenance"].startswith("SIMULATED")
     logged = [a.path for a in tracker.client.list_artifacts(parents[0].info.run_id, "report")]
     assert "report/report.md" in logged
 
