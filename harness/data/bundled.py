@@ -152,6 +152,29 @@ def load_split(split: str, size: int) -> Images:
     return load_bundled(BUNDLED_SPLITS[split], size)
 
 
+def grid_crops(images: Images, size: int, grid: int) -> Images:
+    """``grid`` x ``grid`` crops of side ``size`` from each image, half a crop apart.
+
+    The images must be ``size * (grid + 1) / 2`` pixels square (see :func:`crop_source_size`).
+    Crop ``(r, c)`` of image ``name`` has id ``name@r,c``. ``grid = 1`` returns the images.
+    """
+    if grid == 1:
+        return images
+    stride = size // 2
+    crops, ids = [], []
+    for img, name in zip(images.images, images.ids):
+        for r in range(grid):
+            for c in range(grid):
+                crops.append(img[r * stride : r * stride + size, c * stride : c * stride + size])
+                ids.append(f"{name}@{r},{c}")
+    return Images(np.stack(crops), ids)
+
+
+def crop_source_size(size: int, grid: int) -> int:
+    """Side of the photo that ``grid`` x ``grid`` half-overlapping crops of ``size`` tile exactly."""
+    return size * (grid + 1) // 2
+
+
 def load_stereo_motorcycle(width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The rectified motorcycle pair resized to ``width`` px wide (aspect kept).
 

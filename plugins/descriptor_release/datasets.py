@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import Field
 
 from harness import CellContext, Dataset, Images, PluginConfig, Scene
-from harness.data.bundled import BUNDLED_SPLITS, load_split
+from harness.data.bundled import BUNDLED_SPLITS, crop_source_size, grid_crops, load_split
 from harness.data.image_folder import list_images, load_image_folder, split_files
 from harness.errors import InputError
 from plugins.descriptor_release.config import SiftConfig
@@ -39,6 +39,10 @@ class BundledImages(Dataset):
     class Config(PluginConfig):
         size: int = Field(128, ge=32, le=1024)
         sift: SiftConfig = SiftConfig()
+        #: Private images as ``test_grid`` x ``test_grid`` half-overlapping crops of each test
+        #: photo (taken at ``size * (test_grid + 1) / 2`` px): more samples, so that gaps
+        #: between attacks can be told from the standard error (1 = the whole photos).
+        test_grid: int = Field(1, ge=1, le=8)
 
     name = "bundled-images"
     version = "1.0"
@@ -50,9 +54,10 @@ class BundledImages(Dataset):
     )
 
     def load(self, ctx: CellContext) -> Scene:
-        size = self.config.size
+        size, grid = self.config.size, self.config.test_grid
         public = DescriptorPublic(load_split("lifting", size), load_split("public", size), self.config.sift)
-        return Scene(private=load_split("test", size), public=public)
+        private = grid_crops(load_split("test", crop_source_size(size, grid)), size, grid)
+        return Scene(private=private, public=public)
 
 
 class ImageFolder(Dataset):

@@ -1,0 +1,17 @@
+"""bundled-images: crops of the test photos as private samples."""
+
+import numpy as np
+
+
+def test_test_grid_gives_half_overlapping_crops_of_the_test_photos():
+    from harness import Cache, CellContext
+    from harness.data.bundled import grid_crops, load_split
+    from plugins.descriptor_release.datasets import BundledImages
+
+    scene = BundledImages(BundledImages.Config(size=32, test_grid=3)).load(CellContext(cache=Cache(None)))
+    assert scene.private.images.shape[:3] == (4 * 9, 32, 32)
+    assert scene.private.ids[:2] == ["astronaut@0,0", "astronaut@0,1"]
+    photo = load_split("test", 64).images[0]
+    assert np.array_equal(scene.private.images[1], photo[0:32, 16:48])
+    whole = load_split("test", 32)
+    assert grid_crops(whole, 32, 1) is whole
