@@ -48,7 +48,9 @@ class Stage:
             if default.get(k) != v or k in self.explicit:
                 base = default.get(k)
                 if isinstance(v, dict) and isinstance(base, dict):  # nested config: only what differs
-                    v = {sk: sv for sk, sv in v.items() if base.get(sk) != sv} or v
+                    v = {sk: sv for sk, sv in v.items() if base.get(sk) != sv}
+                    if not v:
+                        continue
                 out[k] = v
         return out
 
