@@ -39,6 +39,7 @@ from plugins.federated.payloads import (
     FederatedPublic,
     FederatedRelease,
     PlaintextUpdates,
+    require_public,
 )
 
 
@@ -66,8 +67,7 @@ class GradientLeakage(Attack):
     def attack(self, release: FederatedRelease, public: FederatedPublic | None, ctx: CellContext) -> AttackResult:
         if not isinstance(release, FederatedRelease):
             raise InputError(f"gradient-leakage needs a FederatedRelease; got {type(release).__name__}")
-        if not isinstance(public, FederatedPublic):
-            raise InputError("gradient-leakage needs the public FederatedPublic (standardisation, init set)")
+        public = require_public(public)
         cfg: GradientLeakageConfig = self.config
         proto = release.protocol
         lr = cfg.lr if cfg.lr is not None else float(proto["lr"])

@@ -27,7 +27,6 @@ import numpy as np
 from pydantic import Field
 
 from harness import CellContext, Defense, Protected
-from harness.errors import InputError
 from plugins.federated import linear
 from plugins.federated import paillier as pl
 from plugins.federated.config import FederatedConfig
@@ -37,6 +36,7 @@ from plugins.federated.payloads import (
     FederatedPublic,
     PlaintextUpdates,
     PublishedAverage,
+    require_public,
 )
 from plugins.federated.protocol import FederatedRun, initial_classifier, run_federated
 
@@ -65,8 +65,7 @@ class Prr10(Defense):
 
     def protect(self, private: FederatedData, public: FederatedPublic | None, ctx: CellContext) -> Protected:
         cfg: Prr10Config = self.config
-        if not isinstance(public, FederatedPublic):
-            raise InputError("federated defenses need the public initialisation set (FederatedPublic)")
+        public = require_public(public)
         n_users, n_classes = private.n_users, private.n_classes
         training = linear.LocalTraining(loss="logistic", reg=cfg.lam, l1_ratio=0.0, init_lr=cfg.init_lr)
         w0 = initial_classifier(public, cfg.training())
@@ -155,8 +154,7 @@ class Ra12(Defense):
 
     def protect(self, private: FederatedData, public: FederatedPublic | None, ctx: CellContext) -> Protected:
         cfg: Ra12Config = self.config
-        if not isinstance(public, FederatedPublic):
-            raise InputError("federated defenses need the public initialisation set (FederatedPublic)")
+        public = require_public(public)
         norm_bound = float(np.sqrt(np.max(np.sum(private.features**2, axis=1)) + 1.0))
         sizes = np.bincount(private.user_index, minlength=private.n_users)
         shape = (private.n_classes, private.dim + 1)

@@ -16,7 +16,7 @@ from harness.errors import InputError
 from plugins.federated import paillier as pl
 from plugins.federated.config import FederatedConfig
 from plugins.federated.outcome import accuracy_curve, base_utility, target_ids, target_truth
-from plugins.federated.payloads import EncryptedUpdates, FederatedData, FederatedPublic
+from plugins.federated.payloads import EncryptedUpdates, FederatedData, FederatedPublic, require_public
 from plugins.federated.protocol import DpheSettings, run_federated
 
 
@@ -43,8 +43,7 @@ class Dphe(Defense):
 
     def protect(self, private: FederatedData, public: FederatedPublic | None, ctx: CellContext) -> Protected:
         cfg: DpheConfig = self.config
-        if not isinstance(public, FederatedPublic):
-            raise InputError("federated defenses need the public initialisation set (FederatedPublic)")
+        public = require_public(public)
         n_users = private.n_users
         if n_users < 3 and not cfg.force:
             raise InputError(

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from harness import CellContext, Defense, Protected
-from harness.errors import InputError
 from plugins.federated.config import FederatedConfig
 from plugins.federated.outcome import accuracy_curve, base_utility, target_ids, target_truth
-from plugins.federated.payloads import FederatedData, FederatedPublic, PlaintextUpdates
+from plugins.federated.payloads import FederatedData, FederatedPublic, PlaintextUpdates, require_public
 from plugins.federated.protocol import run_federated
 
 
@@ -21,8 +20,7 @@ class PlainFedAvg(Defense):
     produces = (PlaintextUpdates,)
 
     def protect(self, private: FederatedData, public: FederatedPublic | None, ctx: CellContext) -> Protected:
-        if not isinstance(public, FederatedPublic):
-            raise InputError("federated defenses need the public initialisation set (FederatedPublic)")
+        public = require_public(public)
         cfg = self.config
         run = run_federated(private, public, cfg.training(), cfg.rounds, ctx)
         release = PlaintextUpdates(

@@ -173,3 +173,13 @@ class EncryptedUpdates(FederatedRelease):
         self.permuted_indices = np.asarray(self.permuted_indices, dtype=np.int64)
         if self.ciphertexts.shape[:2] != self.permuted_indices.shape:
             raise InputError("ciphertexts and permuted_indices must agree on (messages, M)")
+
+
+def require_public(public: object) -> FederatedPublic:
+    """The scene's public knowledge as :class:`FederatedPublic`, or a one-line InputError."""
+    if not isinstance(public, FederatedPublic):
+        raise InputError(
+            f"federated-learning plugins need the public initialisation set (FederatedPublic); "
+            f"got {type(public).__name__}"
+        )
+    return public
