@@ -24,7 +24,7 @@ class InversionConfig(PluginConfig):
     projection: int = Field(32, ge=0, description="bias-free 1x1 projection of each feature; 0 = none")
     feature_scale: float = Field(8.0, gt=0, description="multiplier on feature values before the network")
     color: bool = Field(False, description="reconstruct RGB (SIFT carries no colour: grey is the honest default)")
-    steps: int = Field(400, ge=1, description="optimiser steps (x batch_size images seen)")
+    steps: int = Field(1200, ge=1, description="optimiser steps (x batch_size images seen); 1200 x 8 = 9,600 images separate Table 1 on 2 CPU cores in ~5 min")
     batch_size: int = Field(8, ge=1)
     lr: float = Field(2e-3, gt=0)
     ssim_weight: float = Field(1.0, ge=0, description="weight of the (1 - SSIM) term beside L1")
