@@ -80,3 +80,15 @@ def test_cli_broken_plugin_warns_then_strict_fails(run_cli):
     strict = run_cli("plugins", "--strict", sites=(SITE_BROKEN,))
     assert strict.returncode == 2
     assert strict.stderr.strip().count("\n") == 0 and strict.stderr.startswith("error: plugin")
+
+
+def test_every_builtin_entry_point_loads_cleanly(monkeypatch):
+    monkeypatch.delenv("VISPRIV_PLUGINS", raising=False)
+    registry = load_registry(strict=True)
+    scenarios = {cls.scenario for cls in registry.all("defense")}
+    assert {"image-release", "descriptor-release", "federated-learning", "album-sharing"} <= scenarios
+    for kind in ("dataset", "defense", "attack", "metric"):
+        for cls in registry.all(kind):
+            required = [n for n, f in cls.Config.model_fields.items() if f.is_required()]
+            assert cls.version and (cls.description or cls.__doc__), cls
+            assert set(required) <= {"root", "manifest"}, (cls, required)
