@@ -233,8 +233,11 @@ def curve_png(rows: list[CellRow], x: str, y: str, group: list[str], path: Path)
         xv = _as_float(r.params[x])
         if xv is None:
             continue
-        label = ", ".join([r.attack] + [f"{g}={r.params.get(g, '?')}" for g in group])
-        lines[label].append((xv, r.metrics[y]))
+        # A defense's utility is the same whatever attack ran against it: one line per group.
+        by_attack = [] if y.startswith("utility/") else [r.attack]
+        label = ", ".join(by_attack + [f"{g}={r.params.get(g, '?')}" for g in group]) or y
+        if (xv, r.metrics[y]) not in lines[label]:
+            lines[label].append((xv, r.metrics[y]))
     if not lines:
         raise VisprivError(f"no runs have both param {x!r} and metric {y!r}")
     fig, ax = plt.subplots(figsize=(6, 4))
