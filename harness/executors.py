@@ -7,7 +7,7 @@ they complete. ``local`` runs them one after another in this process; other exec
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from harness.errors import ConfigError

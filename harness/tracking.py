@@ -146,7 +146,7 @@ class Tracker:
         from mlflow.entities import Metric as MlflowMetric
 
         now = int(time.time() * 1000)
-        items = [MlflowMetric(k, float(v), now, 0) for k, v in metrics.items() if _finite_or_inf(v)]
+        items = [MlflowMetric(k, float(v), now, 0) for k, v in metrics.items() if _is_number(v)]
         for i in range(0, len(items), 500):
             self._client.log_batch(run_id, metrics=items[i : i + 500])
 
@@ -198,9 +198,10 @@ def _param_value(value: Any) -> str:
     return text if len(text) <= 6000 else text[:5997] + "..."
 
 
-def _finite_or_inf(value: Any) -> bool:
+def _is_number(value: Any) -> bool:
+    """Whether ``value`` can be logged as a metric (NaN and infinities included: MLflow keeps them)."""
     try:
-        v = float(value)
+        float(value)
     except (TypeError, ValueError):
         return False
-    return v == v
+    return True
