@@ -9,11 +9,13 @@ Two formulations of each problem, both exact:
 * ``fast`` -- this package's formulation. It rests on the exact single-place caps
   ``c_j`` (:func:`plugins.album.pruning.caps`): a place can only beat the true one in a
   solution keeping ``T`` photos if ``c_j >= T``; the k-th largest cap bounds the optimum of
-  (3) from above, and a heuristic solution bounds it from below. For (3) it checks
-  feasibility of "exactly T photos kept" for T descending from that bound, each check on
-  the places with ``c_j >= T`` only, with big-Ms tightened to that cardinality, places
-  that beat for every T-subset fixed, and pairwise conflict rows ``h_j + h_j' <= 1``
-  where even the surrogate place ``(A_j + A_j') / 2`` cannot keep T photos. For (4) it
+  (3) from above, and a heuristic solution bounds it from below. For (3) it decides
+  "exactly T photos kept, k places beating" for T descending from that bound, on the
+  places with ``c_j >= T`` only: the surrogate filters of :mod:`plugins.album.surrogate`
+  (pair tests, k-set enumeration, one LP bound per k-set) settle most levels without a
+  MILP; the k-sets they cannot refute get one small MILP each, or, when there are many,
+  one MILP over their places with big-Ms tightened to that cardinality, places that beat
+  for every T-subset fixed, and pairwise conflict rows ``h_j + h_j' <= 1``. For (4) it
   solves one model on the places with ``c_j >= N - d``, with cap rows and the same
   conflict rows. Every row is implied by the original problem, so the optimum is exact.
 
@@ -30,9 +32,9 @@ import cvxpy as cp
 import numpy as np
 
 from plugins.album.pruning import PruneResult, caps, greedy_budget, keep_mask_or_none, protected_k
+from plugins.album.surrogate import LP_TOLERANCE, lp_bounds, pair_compatibility, surviving_cliques
 
-PAIR_LIMIT = 120
-
+CLIQUE_MILP_LIMIT = 8
 
 def _solve(problem: cp.Problem, solver: str, time_limit: float) -> str:
     """Solve and map cvxpy's status to ``optimal`` / ``feasible`` / ``infeasible`` / ``unknown``."""
@@ -118,13 +120,12 @@ def naive_budget(A: np.ndarray, d: int, fixed=None, solver: str = "HIGHS", time_
 
 
 def _pair_conflicts(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, T: int) -> list[tuple[int, int]]:
-    """Pairs (positions in J) whose surrogate ``(A_j + A_j')/2`` cannot keep ``T`` photos."""
-    if len(J) < 2 or len(J) > PAIR_LIMIT:
+    """Pairs (positions in J) that cannot both beat the true place with ``T`` photos kept."""
+    compatible = pair_compatibility(A, fixed, J, T)
+    if compatible is None:
         return []
-    a, b = np.triu_indices(len(J), k=1)
-    surrogate = 0.5 * (A[:, J[a]] + A[:, J[b]])
-    bad = caps(surrogate, fixed) < T
-    return list(zip(a[bad].tolist(), b[bad].tolist()))
+    a, b = np.nonzero(np.triu(~compatible, k=1))
+    return list(zip(a.tolist(), b.tolist()))
 
 
 def _joint_heuristic(A: np.ndarray, K: np.ndarray, fixed: np.ndarray) -> np.ndarray | None:
@@ -166,57 +167,98 @@ def heuristic_topk(A: np.ndarray, k: int, fixed: np.ndarray, extra: list[np.ndar
     return best
 
 
+def _union_model(Af: np.ndarray, base: np.ndarray, open_J: np.ndarray, bigm: np.ndarray, need: int, t_free: int, conflicts: list[tuple[int, int]]):
+    """Feasibility of "keep ``t_free`` free photos, ``need`` places of ``open_J`` beating"."""
+    z = cp.Variable(len(Af), boolean=True)
+    h = cp.Variable(len(open_J), boolean=True)
+    cons = [
+        cp.sum(z) == t_free,
+        Af[:, open_J].T @ z + base[open_J] >= -cp.multiply(bigm, 1 - h),
+        cp.sum(h) >= need,
+    ]
+    if conflicts:
+        a, b = np.array(conflicts).T
+        cons.append(h[a] + h[b] <= 1)
+    return cp.Problem(cp.Maximize(0), cons), z
+
+
+def _clique_model(Af: np.ndarray, base: np.ndarray, places: np.ndarray, t_free: int):
+    """Feasibility of "keep ``t_free`` free photos with every place of ``places`` beating"."""
+    z = cp.Variable(len(Af), boolean=True)
+    cons = [cp.sum(z) == t_free, Af[:, places].T @ z + base[places] >= 0]
+    return cp.Problem(cp.Maximize(0), cons), z
+
+
+def _check_level(A: np.ndarray, k: int, fixed: np.ndarray, T: int, c: np.ndarray, solver: str, deadline: float) -> tuple[str, np.ndarray | None]:
+    """Is there a keep mask with exactly ``T`` photos and ``k`` places beating the true one?
+
+    Returns ``("feasible", keep)``, ``("infeasible", None)`` (proven) or ``("unknown", None)``
+    (time limit or solver failure). The surrogate filters of :mod:`plugins.album.surrogate`
+    run first; only sets of places they cannot refute reach a MILP, one small MILP per set
+    when there are at most :data:`CLIQUE_MILP_LIMIT` of them (best LP bound first), else
+    one MILP over the union of their places.
+    """
+    free = np.flatnonzero(~fixed)
+    n_fixed = len(A) - len(free)
+    J = np.flatnonzero(c >= T)
+    if len(J) < k or T < n_fixed:
+        return "infeasible", None
+    t_free = T - n_fixed
+    base = A[fixed].sum(axis=0)
+    Af = A[free]
+    worst = base[J] + np.sort(Af[:, J], axis=0)[:t_free].sum(axis=0)
+    always = worst >= 0
+    if always.sum() >= k:
+        keep = fixed.copy()
+        keep[free[:t_free]] = True
+        return "feasible", keep
+    models = []
+    cliques = surviving_cliques(A, fixed, J, T, k)
+    if cliques is not None:
+        bounds = lp_bounds(A, fixed, J, cliques, T, solver)
+        alive = [cliques[i] for i in np.argsort(-bounds, kind="stable") if bounds[i] >= -LP_TOLERANCE]
+        if not alive:
+            return "infeasible", None
+        if len(alive) <= CLIQUE_MILP_LIMIT:
+            models = [_clique_model(Af, base, J[K], t_free) for K in alive]
+        else:
+            used = np.unique(np.concatenate(alive))
+            J, worst, always = J[used], worst[used], always[used]
+    if not models:
+        open_J = J[~always]
+        conflicts = _pair_conflicts(A, fixed, open_J, T)
+        models = [_union_model(Af, base, open_J, -worst[~always], k - int(always.sum()), t_free, conflicts)]
+    for problem, z in models:
+        status = _solve(problem, solver, deadline - time.perf_counter())
+        if status == "optimal":
+            keep = _keep_from(z, fixed, free)
+            if keep.sum() == T and protected_k(A, keep) >= k:
+                return "feasible", keep
+            return "unknown", None
+        if status != "infeasible":
+            return "unknown", None
+    return "infeasible", None
+
+
 def fast_topk(A: np.ndarray, k: int, fixed=None, solver: str = "HIGHS", time_limit: float = 60.0, warm: np.ndarray | None = None) -> PruneResult:
     """Exact minimum deletions for a top-k guarantee (3) by descending-cardinality search."""
     fixed = keep_mask_or_none(fixed, len(A))
     start = time.perf_counter()
-    n_fixed = int(fixed.sum())
-    free = np.flatnonzero(~fixed)
+    deadline = start + time_limit
     c = caps(A, fixed)
     upper = int(np.sort(c)[::-1][k - 1])
     best = heuristic_topk(A, k, fixed, [warm] if warm is not None else [])
-    lower = int(best.sum()) if best is not None else n_fixed - 1
+    lower = int(best.sum()) if best is not None else int(fixed.sum()) - 1
     proven = True
-    base = A[fixed].sum(axis=0)
-    Af = A[free]
-    sorted_up = np.sort(Af, axis=0)
     for T in range(upper, lower, -1):
-        remaining = time_limit - (time.perf_counter() - start)
-        if remaining <= 0:
+        if time.perf_counter() >= deadline:
             proven = False
             break
-        J = np.flatnonzero(c >= T)
-        if len(J) < k or T < n_fixed:
-            continue
-        t_free = T - n_fixed
-        worst = base[J] + sorted_up[:t_free, J].sum(axis=0)
-        always = worst >= 0
-        if always.sum() >= k:
-            keep = fixed.copy()
-            keep[free[:t_free]] = True
+        status, keep = _check_level(A, k, fixed, T, c, solver, deadline)
+        if status == "feasible":
             best = keep
             break
-        z = cp.Variable(len(free), boolean=True)
-        open_J = J[~always]
-        h = cp.Variable(len(open_J), boolean=True)
-        bigm = -worst[~always]
-        cons = [
-            cp.sum(z) == t_free,
-            Af[:, open_J].T @ z + base[open_J] >= -cp.multiply(bigm, 1 - h),
-            cp.sum(h) >= k - int(always.sum()),
-        ]
-        conflicts = _pair_conflicts(A, fixed, open_J, T)
-        if conflicts:
-            a, b = np.array(conflicts).T
-            cons.append(h[a] + h[b] <= 1)
-        status = _solve(cp.Problem(cp.Maximize(0), cons), solver, remaining)
-        if status == "optimal":
-            keep = _keep_from(z, fixed, free)
-            if keep.sum() == T and protected_k(A, keep) >= k:
-                best = keep
-                break
-            proven = False
-        elif status != "infeasible":
+        if status == "unknown":
             proven = False
             break
     seconds = time.perf_counter() - start

@@ -1,0 +1,151 @@
+"""Surrogate-place reasoning: necessary conditions for several places to beat the true one.
+
+If the places of a set ``K`` all beat the true place under a keep mask ``z`` with ``T``
+photos kept (``A[:, j] @ z >= 0`` for ``j`` in ``K``), then so does every convex
+combination ``A_K w`` (``w`` in the simplex): its total on ``z`` is a weighted sum of
+non-negative totals. Hence the exact single-place cap of the surrogate column ``A_K w``
+(:func:`plugins.album.pruning.caps`, supplement B) must be at least ``T``. A set for which
+some surrogate has a cap below ``T`` can never be part of the beating set of a solution
+that keeps ``T`` photos.
+
+This module turns that into two filters used by the exact top-k solver
+(:func:`plugins.album.milp.fast_topk`):
+
+* :func:`pair_compatibility` -- pairs ``(j, j')`` ruled out by ``w`` in
+  :data:`PAIR_WEIGHTS` (the "conflict rows" ``h_j + h_j' <= 1``);
+* :func:`surviving_cliques` -- every ``k``-set of candidate places whose pairs are all
+  compatible and whose every prefix average ``mean(A_K')`` keeps ``T`` photos, found by
+  depth-first enumeration. An empty result proves that no solution keeps ``T`` photos; a
+  non-empty one limits the MILP to the places of the surviving sets.
+* :func:`lp_bounds` -- the strongest weight per surviving set: the minimum over the
+  simplex of the surrogate's top-``T`` total is the LP relaxation of "keep exactly ``T``
+  photos with every place of ``K`` beating" (by LP duality), solved for all sets in one
+  block-separable LP. A set is refuted only when the returned ``w`` re-checked in numpy
+  gives a negative total, so solver tolerances cannot cut off a solution.
+
+Both are exact consequences of the problem, so solutions are never cut off; the weights
+and the enumeration limit only trade filtering strength against time.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import cvxpy as cp
+import numpy as np
+import scipy.sparse as sp
+
+from plugins.album.pruning import caps
+
+PAIR_WEIGHTS: tuple[float, ...] = (0.25, 0.5, 0.75)
+PAIR_LIMIT = 120
+CLIQUE_NODE_LIMIT = 20_000
+LP_TOLERANCE = 1e-9
+
+
+def pair_compatibility(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, T: int, weights: tuple[float, ...] = PAIR_WEIGHTS) -> np.ndarray | None:
+    """Boolean ``(len(J), len(J))`` matrix: ``False`` where a pair cannot both beat with ``T`` kept.
+
+    ``None`` when ``J`` has more than :data:`PAIR_LIMIT` places (the pair count grows
+    quadratically; the caller then goes without the filter).
+    """
+    n = len(J)
+    if n > PAIR_LIMIT:
+        return None
+    compatible = np.ones((n, n), dtype=bool)
+    if n < 2:
+        return compatible
+    a, b = np.triu_indices(n, k=1)
+    for w in weights:
+        surrogate = w * A[:, J[a]] + (1.0 - w) * A[:, J[b]]
+        bad = caps(surrogate, fixed) < T
+        compatible[a[bad], b[bad]] = False
+        compatible[b[bad], a[bad]] = False
+    return compatible
+
+
+def surviving_cliques(
+    A: np.ndarray, fixed: np.ndarray, J: np.ndarray, T: int, k: int, node_limit: int = CLIQUE_NODE_LIMIT
+) -> list[np.ndarray] | None:
+    """All ``k``-sets (positions in ``J``) that pass the pair and prefix-average surrogate tests.
+
+    ``None`` when the pair matrix is unavailable or the enumeration would visit more than
+    ``node_limit`` partial sets; the caller must then not rely on the result.
+    """
+    compatible = pair_compatibility(A, fixed, J, T)
+    if compatible is None:
+        return None
+    columns = A[:, J]
+    found: list[np.ndarray] = []
+    nodes = 0
+    stack: list[tuple[list[int], np.ndarray, np.ndarray]] = [([], np.zeros(len(A)), np.arange(len(J)))]
+    while stack:
+        clique, total, candidates = stack.pop()
+        if len(clique) == k:
+            found.append(np.array(clique))
+            continue
+        if len(clique) + len(candidates) < k:
+            continue
+        nodes += len(candidates)
+        if nodes > node_limit:
+            return None
+        extended = total[:, None] + columns[:, candidates]
+        passing = candidates[caps(extended, fixed) >= T] if clique else candidates
+        for pos, c in enumerate(passing):
+            rest = passing[pos + 1 :]
+            rest = rest[compatible[c, rest]]
+            stack.append(([*clique, int(c)], total + columns[:, c], rest))
+    return found
+
+
+def surrogate_totals(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: list[np.ndarray], W: np.ndarray, T: int) -> np.ndarray:
+    """Best total of ``A_K w`` over keep masks with ``T`` photos kept (fixed ones included), per set."""
+    free = ~fixed
+    t_free = T - int(fixed.sum())
+    out = np.empty(len(cliques))
+    for i, (K, w) in enumerate(zip(cliques, W)):
+        x = A[:, J[K]] @ w
+        top = np.sort(x[free])[::-1][:t_free].sum() if t_free > 0 else 0.0
+        out[i] = x[fixed].sum() + top
+    return out
+
+
+def lp_bounds(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: list[np.ndarray], T: int, solver: str = "HIGHS") -> np.ndarray:
+    """Per set, an upper bound on how much its weakest place can lead with ``T`` photos kept.
+
+    A value below ``-LP_TOLERANCE`` certifies that the set cannot all beat the true place.
+
+    Solves ``min_w  base_K w + sum_largest(A_free,K w, T - n_fixed)`` over the simplex for
+    every set at once (the sets are independent blocks of one LP, so the joint optimum is
+    each set's optimum) through cvxpy, then re-evaluates each ``w`` exactly.
+    """
+    unbounded = np.full(len(cliques), np.inf)
+    t_free = T - int(fixed.sum())
+    free = ~fixed
+    if not cliques or t_free <= 0:
+        return unbounded
+    k = len(cliques[0])
+    n_free = int(free.sum())
+    blocks = [A[free][:, J[K]] for K in cliques]
+    base = np.concatenate([A[fixed][:, J[K]].sum(axis=0) for K in cliques])
+    w = cp.Variable(len(cliques) * k, nonneg=True)
+    u = cp.Variable(len(cliques))
+    s = cp.Variable(len(cliques) * n_free, nonneg=True)
+    x = sp.block_diag(blocks, format="csr") @ w
+    repeat = sp.kron(sp.eye(len(cliques)), np.ones((n_free, 1)), format="csr")
+    group = sp.kron(sp.eye(len(cliques)), np.ones((1, k)), format="csr")
+    problem = cp.Problem(
+        cp.Minimize(base @ w + t_free * cp.sum(u) + cp.sum(s)),
+        [s >= x - repeat @ u, group @ w == 1],
+    )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            problem.solve(solver=solver)
+    except cp.error.SolverError:
+        return unbounded
+    if w.value is None:
+        return unbounded
+    W = np.clip(np.asarray(w.value).reshape(len(cliques), k), 0.0, None)
+    W = W / np.maximum(W.sum(axis=1, keepdims=True), 1e-300)
+    return surrogate_totals(A, fixed, J, cliques, W, T)
