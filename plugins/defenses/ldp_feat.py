@@ -51,8 +51,10 @@ class LdpFeatConfig(PluginConfig):
         0, ge=0, description="seed of k-means / jitter / IVF training: K is public, so anyone rebuilds the same K"
     )
     quantiser: Literal["exact", "ivf", "hnsw"] = "exact"
-    nlist: int = Field(1024, ge=1)
-    nprobe: int = Field(16, ge=1)
+    nlist: int = Field(1024, ge=1, description="IVF lists (quantiser: ivf)")
+    nprobe: int = Field(16, ge=1, description="IVF lists probed per query (quantiser: ivf)")
+    hnsw_m: int = Field(32, ge=4, le=128, description="HNSW links per node (quantiser: hnsw)")
+    ef_search: int = Field(64, ge=1, description="HNSW search beam (quantiser: hnsw)")
     sift: SiftConfig = SiftConfig()
     audit_trials: int = Field(200_000, ge=0, description="releases per input of the privacy audit; 0 = off")
     audit_confidence: float = Field(0.95, ge=0.5, lt=1.0)
@@ -120,8 +122,8 @@ class LdpFeat(Defense):
     def quantiser(self, dictionary: np.ndarray, ctx: CellContext | None = None) -> ldp.Quantiser:
         """The fixed quantiser d -> d' (exact, IVF trained with ``dictionary_seed``, or HNSW)."""
         cfg = self.config
-        qcfg = ldp.QuantiserConfig(cfg.quantiser, cfg.nlist, cfg.nprobe, cfg.dictionary_seed)
-        return ldp.Quantiser(dictionary, qcfg)
+        qcfg = ldp.QuantiserConfig(cfg.quantiser, cfg.nlist, cfg.nprobe, cfg.dictionary_seed, cfg.hnsw_m, cfg.ef_search)
+        return ldp.Quantiser(dictionary, qcfg, cache=ctx.cache if ctx is not None else None)
 
     # ------------------------------------------------------------------ protect
 

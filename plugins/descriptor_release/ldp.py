@@ -29,6 +29,7 @@ from typing import Literal
 
 import numpy as np
 
+from harness import Cache
 from harness.errors import InputError
 from plugins.descriptor_release.payloads import DESCRIPTOR_DIM
 
@@ -135,35 +136,56 @@ class QuantiserConfig:
 
 
 class Quantiser:
-    """Deterministic nearest-neighbour map of descriptors to dictionary ids (step 1 of section 5.2)."""
+    """Deterministic nearest-neighbour map of descriptors to dictionary ids (step 1 of section 5.2).
 
-    def __init__(self, dictionary: np.ndarray, config: QuantiserConfig | None = None) -> None:
+    Approximate indexes are built once per (dictionary, build settings) and, given a
+    :class:`harness.Cache`, stored serialised (``faiss.serialize_index``) so a sweep over
+    ε and m reuses one graph; search settings (``ef_search``, ``nprobe``) are applied after
+    loading and are not part of the key.
+    """
+
+    def __init__(self, dictionary: np.ndarray, config: QuantiserConfig | None = None, cache: Cache | None = None) -> None:
         import faiss
 
         self.dictionary = check_dictionary(dictionary)
         self.config = config or QuantiserConfig()
-        n = len(self.dictionary)
         if self.config.kind == "exact":
             self.index = faiss.IndexFlatL2(DESCRIPTOR_DIM)
-        elif self.config.kind == "hnsw":
-            self.index = faiss.IndexHNSWFlat(DESCRIPTOR_DIM, self.config.hnsw_m)
-            self.index.hnsw.efConstruction = self.config.ef_construction
-            self.index.hnsw.efSearch = self.config.ef_search
-            threads = faiss.omp_get_max_threads()
-            faiss.omp_set_num_threads(1)
-            try:
-                self.index.add(self.dictionary)
-            finally:
-                faiss.omp_set_num_threads(threads)
+            self.index.add(self.dictionary)
             return
+        cfg = self.config
+        build = (cfg.kind, cfg.hnsw_m, cfg.ef_construction) if cfg.kind == "hnsw" else (cfg.kind, self._nlist, cfg.seed)
+        parts = ("quantiser-v1", build, self.dictionary)
+        stored = (cache or Cache(None)).arrays("ldp-quantiser", parts, lambda: {"index": faiss.serialize_index(self._build())})
+        self.index = faiss.deserialize_index(stored["index"])
+        if cfg.kind == "hnsw":
+            self.index.hnsw.efSearch = cfg.ef_search
         else:
-            nlist = min(self.config.nlist, max(1, n // 39))
-            coarse = faiss.IndexFlatL2(DESCRIPTOR_DIM)
-            self.index = faiss.IndexIVFFlat(coarse, DESCRIPTOR_DIM, nlist, faiss.METRIC_L2)
-            self.index.cp.seed = int(self.config.seed) & 0x7FFFFFFF
-            self.index.train(self.dictionary)
-            self.index.nprobe = min(self.config.nprobe, nlist)
-        self.index.add(self.dictionary)
+            self.index.nprobe = min(cfg.nprobe, self._nlist)
+
+    @property
+    def _nlist(self) -> int:
+        return min(self.config.nlist, max(1, len(self.dictionary) // 39))
+
+    def _build(self):
+        """The approximate index over the dictionary (graph built on one thread: deterministic)."""
+        import faiss
+
+        cfg = self.config
+        if cfg.kind == "hnsw":
+            index = faiss.IndexHNSWFlat(DESCRIPTOR_DIM, cfg.hnsw_m)
+            index.hnsw.efConstruction = cfg.ef_construction
+        else:
+            index = faiss.IndexIVFFlat(faiss.IndexFlatL2(DESCRIPTOR_DIM), DESCRIPTOR_DIM, self._nlist, faiss.METRIC_L2)
+            index.cp.seed = int(cfg.seed) & 0x7FFFFFFF
+            index.train(self.dictionary)
+        threads = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(1)
+        try:
+            index.add(self.dictionary)
+        finally:
+            faiss.omp_set_num_threads(threads)
+        return index
 
     @property
     def size(self) -> int:

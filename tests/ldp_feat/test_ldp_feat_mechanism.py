@@ -159,3 +159,23 @@ def test_hnsw_quantiser_is_deterministic_and_near_exact():
     b = _ldp.Quantiser(dictionary, config).assign(queries[::-1])[::-1]
     assert np.array_equal(a, b)
     assert np.mean(a == _ldp.exact_nearest(queries, dictionary)) > 0.95
+
+
+def test_approximate_index_is_cached_and_search_settings_are_not_part_of_the_key(tmp_path):
+    from harness import Cache
+
+    rng = np.random.default_rng(5)
+    dictionary = rng.random((1500, 128)).astype(np.float32)
+    queries = dictionary[rng.integers(0, 1500, 200)] + rng.normal(0, 0.02, (200, 128)).astype(np.float32)
+    cache = Cache(tmp_path)
+    first = ldp.Quantiser(dictionary, ldp.QuantiserConfig("hnsw", hnsw_m=16, ef_search=32), cache=cache)
+    assert (cache.hits, cache.misses) == (0, 1)
+    second = ldp.Quantiser(dictionary, ldp.QuantiserConfig("hnsw", hnsw_m=16, ef_search=128), cache=cache)
+    assert (cache.hits, cache.misses) == (1, 1)
+    assert second.index.hnsw.efSearch == 128
+    fresh = ldp.Quantiser(dictionary, ldp.QuantiserConfig("hnsw", hnsw_m=16, ef_search=32))
+    assert np.array_equal(first.assign(queries), fresh.assign(queries))
+    other = dictionary.copy()
+    other[0] += 0.5
+    ldp.Quantiser(other, ldp.QuantiserConfig("hnsw", hnsw_m=16), cache=cache)
+    assert cache.misses == 2
