@@ -34,7 +34,10 @@ import numpy as np
 from plugins.album.pruning import PruneResult, caps, greedy_budget, keep_mask_or_none, protected_k
 from plugins.album.surrogate import LP_TOLERANCE, lp_bounds, pair_compatibility, surviving_cliques
 
+#: At most this many surviving k-sets get one small MILP each; more share one union MILP.
 CLIQUE_MILP_LIMIT = 8
+#: At most this many k-sets go through the LP bound (its cost grows faster than linearly).
+LP_SET_LIMIT = 128
 
 def _solve(problem: cp.Problem, solver: str, time_limit: float) -> str:
     """Solve and map cvxpy's status to ``optimal`` / ``feasible`` / ``infeasible`` / ``unknown``."""
@@ -194,9 +197,10 @@ def _check_level(A: np.ndarray, k: int, fixed: np.ndarray, T: int, c: np.ndarray
 
     Returns ``("feasible", keep)``, ``("infeasible", None)`` (proven) or ``("unknown", None)``
     (time limit or solver failure). The surrogate filters of :mod:`plugins.album.surrogate`
-    run first; only sets of places they cannot refute reach a MILP, one small MILP per set
-    when there are at most :data:`CLIQUE_MILP_LIMIT` of them (best LP bound first), else
-    one MILP over the union of their places.
+    run first (the LP bound only for at most :data:`LP_SET_LIMIT` sets); only sets of places
+    they cannot refute reach a MILP, one small MILP per set when there are at most
+    :data:`CLIQUE_MILP_LIMIT` of them (best LP bound first), else one MILP over the union
+    of their places.
     """
     free = np.flatnonzero(~fixed)
     n_fixed = len(A) - len(free)
@@ -215,8 +219,10 @@ def _check_level(A: np.ndarray, k: int, fixed: np.ndarray, T: int, c: np.ndarray
     models = []
     cliques = surviving_cliques(A, fixed, J, T, k)
     if cliques is not None:
-        bounds = lp_bounds(A, fixed, J, cliques, T, solver)
-        alive = [cliques[i] for i in np.argsort(-bounds, kind="stable") if bounds[i] >= -LP_TOLERANCE]
+        alive = cliques
+        if len(cliques) <= LP_SET_LIMIT:
+            bounds = lp_bounds(A, fixed, J, cliques, T, solver)
+            alive = [cliques[i] for i in np.argsort(-bounds, kind="stable") if bounds[i] >= -LP_TOLERANCE]
         if not alive:
             return "infeasible", None
         if len(alive) <= CLIQUE_MILP_LIMIT:
