@@ -66,10 +66,11 @@ def test_filters_refute_something():
     assert refuted > 0
 
 
-@pytest.mark.parametrize("clique_limit", [0, 8])
-def test_fast_topk_exact_on_both_milp_paths(monkeypatch, clique_limit):
-    """``0`` forces the union MILP whenever a set survives; ``8`` the per-set MILPs."""
+@pytest.mark.parametrize(("clique_limit", "lp_limit"), [(0, 128), (8, 128), (8, 0)])
+def test_fast_topk_exact_on_every_milp_path(monkeypatch, clique_limit, lp_limit):
+    """Clique limit 0 forces the union MILP, 8 the per-set MILPs; LP limit 0 skips the LP bound."""
     monkeypatch.setattr(milp, "CLIQUE_MILP_LIMIT", clique_limit)
+    monkeypatch.setattr(milp, "LP_SET_LIMIT", lp_limit)
     for A, fixed, k in _albums(25, 5):
         result = milp.fast_topk(A, k, fixed)
         expected = brute_force_topk(A, k, fixed)
