@@ -54,6 +54,7 @@ class LdpFeatConfig(PluginConfig):
     nlist: int = Field(1024, ge=1, description="IVF lists (quantiser: ivf)")
     nprobe: int = Field(16, ge=1, description="IVF lists probed per query (quantiser: ivf)")
     hnsw_m: int = Field(32, ge=4, le=128, description="HNSW links per node (quantiser: hnsw)")
+    ef_construction: int = Field(200, ge=8, description="HNSW build beam (quantiser: hnsw)")
     ef_search: int = Field(64, ge=1, description="HNSW search beam (quantiser: hnsw)")
     sift: SiftConfig = SiftConfig()
     audit_trials: int = Field(200_000, ge=0, description="releases per input of the privacy audit; 0 = off")
@@ -122,7 +123,7 @@ class LdpFeat(Defense):
     def quantiser(self, dictionary: np.ndarray, ctx: CellContext | None = None) -> ldp.Quantiser:
         """The fixed quantiser d -> d' (exact, IVF trained with ``dictionary_seed``, or HNSW)."""
         cfg = self.config
-        qcfg = ldp.QuantiserConfig(cfg.quantiser, cfg.nlist, cfg.nprobe, cfg.dictionary_seed, cfg.hnsw_m, cfg.ef_search)
+        qcfg = ldp.QuantiserConfig(cfg.quantiser, cfg.nlist, cfg.nprobe, cfg.dictionary_seed, cfg.hnsw_m, cfg.ef_search, cfg.ef_construction)
         return ldp.Quantiser(dictionary, qcfg, cache=ctx.cache if ctx is not None else None)
 
     # ------------------------------------------------------------------ protect

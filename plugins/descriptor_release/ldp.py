@@ -121,7 +121,9 @@ def check_queries(descriptors: np.ndarray) -> np.ndarray:
 class QuantiserConfig:
     """How d -> d' is computed. ``exact``: faiss IndexFlatL2. ``ivf``: IndexIVFFlat with a
     k-means coarse quantiser trained once with a fixed seed (``nlist`` lists, ``nprobe``
-    probed). ``hnsw``: IndexHNSWFlat (``hnsw_m`` links, ``ef_search``), its graph built on
+    probed). ``hnsw``: IndexHNSWFlat (``hnsw_m`` links, ``ef_construction``, ``ef_search``;
+    defaults from benchmarks/ldp_quantisation.py: >= 99 % agreement with brute force on real
+    SIFT against a 256k dictionary at ~22x its speed), its graph built on
     one thread so that the same dictionary always gives the same graph. Each is a fixed
     approximate index: the map stays a deterministic function of d, which is all the
     ε-LDP proof needs (S1.2)."""
@@ -132,7 +134,7 @@ class QuantiserConfig:
     seed: int = 0
     hnsw_m: int = 32
     ef_search: int = 64
-    ef_construction: int = 80
+    ef_construction: int = 200
 
 
 class Quantiser:
