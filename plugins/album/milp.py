@@ -32,12 +32,12 @@ import cvxpy as cp
 import numpy as np
 
 from plugins.album.pruning import PruneResult, caps, greedy_budget, keep_mask_or_none, protected_k
-from plugins.album.surrogate import LP_TOLERANCE, lp_bounds, pair_compatibility, surviving_cliques
+from plugins.album.surrogate import LP_CHUNK, LP_TOLERANCE, lp_bounds, pair_compatibility, surviving_cliques, uniform_slack
 
-#: At most this many surviving k-sets get one small MILP each; more share one union MILP.
+#: The first this many surviving k-sets get one small MILP each; the rest share one union MILP.
 CLIQUE_MILP_LIMIT = 8
-#: At most this many k-sets go through the LP bound (its cost grows faster than linearly).
-LP_SET_LIMIT = 128
+#: At most this many k-sets go through the LP bound (solved in chunks, see lp_bounds).
+LP_SET_LIMIT = 4096
 
 def _solve(problem: cp.Problem, solver: str, time_limit: float) -> str:
     """Solve and map cvxpy's status to ``optimal`` / ``feasible`` / ``infeasible`` / ``unknown``."""
@@ -197,10 +197,10 @@ def _check_level(A: np.ndarray, k: int, fixed: np.ndarray, T: int, c: np.ndarray
 
     Returns ``("feasible", keep)``, ``("infeasible", None)`` (proven) or ``("unknown", None)``
     (time limit or solver failure). The surrogate filters of :mod:`plugins.album.surrogate`
-    run first (the LP bound only for at most :data:`LP_SET_LIMIT` sets); only sets of places
-    they cannot refute reach a MILP, one small MILP per set when there are at most
-    :data:`CLIQUE_MILP_LIMIT` of them (best LP bound first), else one MILP over the union
-    of their places.
+    run first (the LP bound for at most :data:`LP_SET_LIMIT` sets); only sets of places
+    they cannot refute reach a MILP: one small MILP for each of the first
+    :data:`CLIQUE_MILP_LIMIT` (most promising first, see :func:`_unrefuted_sets`), then one
+    MILP over the union of the remaining sets' places.
     """
     free = np.flatnonzero(~fixed)
     n_fixed = len(A) - len(free)
@@ -216,34 +216,63 @@ def _check_level(A: np.ndarray, k: int, fixed: np.ndarray, T: int, c: np.ndarray
         keep = fixed.copy()
         keep[free[:t_free]] = True
         return "feasible", keep
-    models = []
-    cliques = surviving_cliques(A, fixed, J, T, k)
-    if cliques is not None:
-        alive = cliques
-        if len(cliques) <= LP_SET_LIMIT:
-            bounds = lp_bounds(A, fixed, J, cliques, T, solver)
-            alive = [cliques[i] for i in np.argsort(-bounds, kind="stable") if bounds[i] >= -LP_TOLERANCE]
-        if not alive:
-            return "infeasible", None
-        if len(alive) <= CLIQUE_MILP_LIMIT:
-            models = [_clique_model(Af, base, J[K], t_free) for K in alive]
-        else:
-            used = np.unique(np.concatenate(alive))
-            J, worst, always = J[used], worst[used], always[used]
-    if not models:
-        open_J = J[~always]
+
+    def union(places: np.ndarray):
+        open_J = places[~always[np.searchsorted(J, places)]]
+        bigm = -worst[np.searchsorted(J, open_J)]
         conflicts = _pair_conflicts(A, fixed, open_J, T)
-        models = [_union_model(Af, base, open_J, -worst[~always], k - int(always.sum()), t_free, conflicts)]
-    for problem, z in models:
-        status = _solve(problem, solver, deadline - time.perf_counter())
-        if status == "optimal":
-            keep = _keep_from(z, fixed, free)
-            if keep.sum() == T and protected_k(A, keep) >= k:
-                return "feasible", keep
-            return "unknown", None
+        need = k - int(always[np.searchsorted(J, places)].sum())
+        return _union_model(Af, base, open_J, bigm, need, t_free, conflicts)
+
+    cliques = surviving_cliques(A, fixed, J, T, k)
+    if cliques is None:
+        return _run_model(union(J), A, k, fixed, free, T, solver, deadline)
+    rest: list[np.ndarray] = []
+    tried = 0
+    for K in _unrefuted_sets(A, fixed, J, cliques, T, solver):
+        if tried == CLIQUE_MILP_LIMIT:
+            rest.append(K)
+            continue
+        tried += 1
+        status, keep = _run_model(_clique_model(Af, base, J[K], t_free), A, k, fixed, free, T, solver, deadline)
         if status != "infeasible":
-            return "unknown", None
-    return "infeasible", None
+            return status, keep
+    if not rest:
+        return "infeasible", None
+    # Any solution's beating set has a k-subset among the sets not refuted so far.
+    return _run_model(union(J[np.unique(np.concatenate(rest))]), A, k, fixed, free, T, solver, deadline)
+
+
+def _unrefuted_sets(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: list[np.ndarray], T: int, solver: str):
+    """Surviving k-sets that the LP bound cannot refute, most promising first, lazily.
+
+    Sets are ordered by the slack of their uniform average (its best top-``T`` total) and
+    bounded by the LP in chunks of :data:`plugins.album.surrogate.LP_CHUNK`; within a chunk
+    the best LP bound comes first. Beyond :data:`LP_SET_LIMIT` sets the LP is skipped.
+    """
+    order = np.argsort(-uniform_slack(A, fixed, J, cliques, T), kind="stable")
+    cliques = [cliques[i] for i in order]
+    if len(cliques) > LP_SET_LIMIT:
+        yield from cliques
+        return
+    for start in range(0, len(cliques), LP_CHUNK):
+        chunk = cliques[start : start + LP_CHUNK]
+        bounds = lp_bounds(A, fixed, J, chunk, T, solver)
+        for i in np.argsort(-bounds, kind="stable"):
+            if bounds[i] >= -LP_TOLERANCE:
+                yield chunk[i]
+
+
+def _run_model(model: tuple, A: np.ndarray, k: int, fixed: np.ndarray, free: np.ndarray, T: int, solver: str, deadline: float) -> tuple[str, np.ndarray | None]:
+    """Solve one feasibility model: a verified solution, ``infeasible``, or ``unknown``."""
+    problem, z = model
+    status = _solve(problem, solver, deadline - time.perf_counter())
+    if status == "optimal":
+        keep = _keep_from(z, fixed, free)
+        if keep.sum() == T and protected_k(A, keep) >= k:
+            return "feasible", keep
+        return "unknown", None
+    return ("infeasible", None) if status == "infeasible" else ("unknown", None)
 
 
 def fast_topk(A: np.ndarray, k: int, fixed=None, solver: str = "HIGHS", time_limit: float = 60.0, warm: np.ndarray | None = None) -> PruneResult:

@@ -38,9 +38,10 @@ import scipy.sparse as sp
 from plugins.album.pruning import caps
 
 PAIR_WEIGHTS: tuple[float, ...] = (0.25, 0.5, 0.75)
-PAIR_LIMIT = 120
-CLIQUE_NODE_LIMIT = 20_000
+PAIR_LIMIT = 400
+CLIQUE_NODE_LIMIT = 300_000
 LP_TOLERANCE = 1e-9
+LP_CHUNK = 64
 
 
 def pair_compatibility(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, T: int, weights: tuple[float, ...] = PAIR_WEIGHTS) -> np.ndarray | None:
@@ -110,6 +111,16 @@ def surrogate_totals(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: l
     return out
 
 
+def uniform_slack(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: list[np.ndarray], T: int) -> np.ndarray:
+    """Per set, the best total of its uniform average ``mean(A_K)`` with ``T`` photos kept."""
+    if not cliques:
+        return np.zeros(0)
+    columns = A[:, J[np.stack(cliques)]].mean(axis=2)
+    t_free = T - int(fixed.sum())
+    top = np.sort(columns[~fixed], axis=0)[::-1][: max(t_free, 0)].sum(axis=0)
+    return columns[fixed].sum(axis=0) + top
+
+
 def lp_bounds(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: list[np.ndarray], T: int, solver: str = "HIGHS") -> np.ndarray:
     """Per set, an upper bound on how much its weakest place can lead with ``T`` photos kept.
 
@@ -117,8 +128,16 @@ def lp_bounds(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: list[np.
 
     Solves ``min_w  base_K w + sum_largest(A_free,K w, T - n_fixed)`` over the simplex for
     every set at once (the sets are independent blocks of one LP, so the joint optimum is
-    each set's optimum) through cvxpy, then re-evaluates each ``w`` exactly.
+    each set's optimum) through cvxpy, then re-evaluates each ``w`` exactly. Sets go to
+    the solver in chunks of :data:`LP_CHUNK` (cvxpy's compile time grows faster than
+    linearly with the block count).
     """
+    bounds = [_lp_chunk(A, fixed, J, cliques[i : i + LP_CHUNK], T, solver) for i in range(0, len(cliques), LP_CHUNK)]
+    return np.concatenate(bounds) if bounds else np.zeros(0)
+
+
+def _lp_chunk(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: list[np.ndarray], T: int, solver: str) -> np.ndarray:
+    """:func:`lp_bounds` for one chunk of sets (one LP)."""
     unbounded = np.full(len(cliques), np.inf)
     t_free = T - int(fixed.sum())
     free = ~fixed

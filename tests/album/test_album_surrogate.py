@@ -66,7 +66,7 @@ def test_filters_refute_something():
     assert refuted > 0
 
 
-@pytest.mark.parametrize(("clique_limit", "lp_limit"), [(0, 128), (8, 128), (8, 0)])
+@pytest.mark.parametrize(("clique_limit", "lp_limit"), [(0, 128), (8, 128), (8, 0), (2, 128)])
 def test_fast_topk_exact_on_every_milp_path(monkeypatch, clique_limit, lp_limit):
     """Clique limit 0 forces the union MILP, 8 the per-set MILPs; LP limit 0 skips the LP bound."""
     monkeypatch.setattr(milp, "CLIQUE_MILP_LIMIT", clique_limit)
