@@ -123,10 +123,12 @@ def _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, q
 @click.option("--out", "out_dir", default="reports", show_default=True, type=click.Path(path_type=Path))
 @click.option("--curve", "curves", multiple=True, metavar="X:Y[:GROUP,...]",
               help="Plot metric Y against param X, one line per attack and GROUP params.")
+@click.option("--table", "tables", multiple=True, metavar="ROW,...:COL",
+              help="Instead of attack x defense pivots: rows = ROW params, columns = COL param (sweeps).")
 @click.option("--parent", default=None, help="Only cells of this parent run.")
 @click.option("--tracking-uri", default=None)
 @click.option("--no-log", is_flag=True, help="Do not log the report on the parent run.")
-def report(experiment, metrics, formats, out_dir, curves, parent, tracking_uri, no_log):  # type: ignore[no-untyped-def]
+def report(experiment, metrics, formats, out_dir, curves, tables, parent, tracking_uri, no_log):  # type: ignore[no-untyped-def]
     """Pivot attack x defense tables (with heatmaps) from MLflow."""
     from harness.report import write_report
     from harness.tracking import Tracker
@@ -137,10 +139,16 @@ def report(experiment, metrics, formats, out_dir, curves, parent, tracking_uri, 
         if len(parts) not in (2, 3):
             raise VisprivError(f"--curve {spec!r}: expected X:Y or X:Y:GROUP1,GROUP2")
         parsed.append((parts[0], parts[1], parts[2].split(",") if len(parts) == 3 and parts[2] else []))
+    table_specs = []
+    for spec in tables:
+        row_part, sep, col = spec.partition(":")
+        if not sep or not col or ":" in col:
+            raise VisprivError(f"--table {spec!r}: expected ROW1,ROW2:COL, e.g. defense.dictionary_size,defense.m:defense.epsilon")
+        table_specs.append(([r for r in row_part.split(",") if r], col))
     command = "vispriv report " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     files = write_report(
         Tracker(tracking_uri), experiment, out_dir, list(metrics) or None, list(formats) or ["md"], parsed,
-        parent_id=parent, command=command.strip(), log_to_parent=not no_log,
+        parent_id=parent, command=command.strip(), log_to_parent=not no_log, tables=table_specs,
     )
     if "md" in (formats or ["md"]):
         click.echo(files.markdown)

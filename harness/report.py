@@ -52,6 +52,8 @@ class Pivot:
     higher_is_better: bool = True
     #: Provenance notes of the datasets behind the pivot (e.g. "SIMULATED world").
     notes: list[str] = field(default_factory=list)
+    row_title: str = "attack"
+    col_title: str = "defense"
 
     def cell_text(self, r: str, c: str, digits: int = 3) -> str:
         if (r, c) not in self.values:
@@ -153,6 +155,45 @@ def pivot(rows: list[CellRow], metric: str) -> list[Pivot]:
     return out
 
 
+def param_pivot(rows: list[CellRow], metric: str, row_params: list[str], col_param: str) -> list[Pivot]:
+    """``metric`` with rows = combinations of ``row_params`` and columns = values of ``col_param``.
+
+    For sweeps (e.g. rows ``defense.dictionary_size,defense.m``, columns ``defense.epsilon``).
+    Per scenario; only runs that logged every named param. A ``utility/`` metric belongs to
+    the defense, so its rows ignore the attack; other metrics get one row per attack too.
+    """
+    groups: dict[str, list[CellRow]] = defaultdict(list)
+    for r in rows:
+        if metric in r.metrics and col_param in r.params and all(p in r.params for p in row_params):
+            groups[r.scenario].append(r)
+    out = []
+    for scenario, rs in sorted(groups.items()):
+        per_attack = not metric.startswith("utility/")
+        labels = {}
+        for r in rs:
+            parts = [f"{p.split('.')[-1]}={r.params[p]}" for p in row_params]
+            labels[r.run_id] = ", ".join(([r.attack] if per_attack else []) + parts)
+        row_key = {r.run_id: ((r.attack,) if per_attack else ()) + tuple(_sort_key(r.params[p]) for p in row_params) for r in rs}
+        row_order = sorted({labels[r.run_id]: row_key[r.run_id] for r in rs}.items(), key=lambda kv: kv[1])
+        cols = sorted({r.params[col_param] for r in rs}, key=_sort_key)
+        title = f"{' x '.join(p.split('.')[-1] for p in row_params) or 'all'} by {col_param.split('.')[-1]}"
+        p = Pivot(metric, scenario, [label for label, _ in row_order], cols,
+                  row_title=", ".join(row_params), col_title=col_param)
+        p.notes = sorted({r.provenance for r in rs if r.provenance})
+        p.higher_is_better = next((r.higher_is_better.get(metric, True) for r in rs), True)
+        for r in rs:
+            p.values[(labels[r.run_id], r.params[col_param])] = r.metrics[metric]
+        p.scenario = f"{scenario}; {title}"
+        out.append(p)
+    return out
+
+
+def _sort_key(text: str) -> tuple[int, float, str]:
+    """Numbers first in numeric order (inf last among them), then other values by name."""
+    value = _as_float(text)
+    return (0, value, "") if value is not None else (1, 0.0, text)
+
+
 def _ordered(items: Any) -> list[str]:
     seen: dict[str, None] = {}
     for i in items:
@@ -165,14 +206,14 @@ def to_markdown(p: Pivot) -> str:
     """The pivot as a markdown table; a single attack against many defenses is written
     one defense per row so that it stays readable."""
     arrow = "higher is better" if p.higher_is_better else "lower is better"
-    if len(p.rows) == 1 and len(p.cols) > 3:
+    if len(p.rows) == 1 and len(p.cols) > 3 and p.row_title == "attack":
         attack = p.rows[0]
         lines = [f"**{p.metric}** ({p.scenario}; {arrow}) — attack: {attack}", ""]
         lines += ["| defense | " + p.metric + " |", "|---|---|"]
         lines += [f"| {c} | {p.cell_text(attack, c)} |" for c in p.cols]
     else:
-        lines = [f"**{p.metric}** ({p.scenario}; {arrow}) — rows: attack, columns: defense", ""]
-        lines.append("| attack \\ defense | " + " | ".join(p.cols) + " |")
+        lines = [f"**{p.metric}** ({p.scenario}; {arrow}) — rows: {p.row_title}, columns: {p.col_title}", ""]
+        lines.append(f"| {p.row_title} \\ {p.col_title} | " + " | ".join(p.cols) + " |")
         lines.append("|---|" + "---|" * len(p.cols))
         for r in p.rows:
             lines.append(f"| {r} | " + " | ".join(p.cell_text(r, c) for c in p.cols) + " |")
@@ -282,6 +323,7 @@ def write_report(
     formats: list[str] | None = None,
     curves: list[tuple[str, str, list[str]]] | None = None,
     parent_id: str | None = None,
+    tables: list[tuple[list[str], str]] | None = None,
     command: str = "",
     log_to_parent: bool = True,
     grids_per_scenario: int = 24,
@@ -292,6 +334,8 @@ def write_report(
     The HTML page (:mod:`harness.report_html`) also shows up to ``grids_per_scenario``
     PNG artifacts of the cell runs (reconstruction grids), copied into ``out_dir/grids``.
     ``cell_hashes`` limits the report to those cells (e.g. the current matrix's).
+    ``tables`` (``(row_params, col_param)`` pairs, :func:`param_pivot`) replace the
+    attack x defense pivots with parameter tables, the readable view of a sweep.
     """
     from harness import report_html
 
@@ -311,7 +355,8 @@ def write_report(
     curve_figs: list[tuple[str, str]] = []
     csv_parts = []
     for name in names:
-        for p in pivot(rows, name):
+        pivots = [q for rp, cp in tables for q in param_pivot(rows, name, rp, cp)] if tables else pivot(rows, name)
+        for p in pivots:
             stem = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{p.scenario}__{name}")
             png = heatmap_png(p, out_dir / f"heatmap_{stem}.png")
             files.append(png)

@@ -214,3 +214,29 @@ def test_cli_dry_run_and_run_and_report(run_cli, write_config, tmp_path):
     rep = run_cli("report", "--experiment", "toy", "--metric", "ssim", "--format", "md", "--format", "csv")
     assert rep.returncode == 0, rep.stderr
     assert (tmp_path / "reports" / "report.csv").read_text().count("\n") == 3
+
+
+def test_parameter_table_of_a_sweep(toy_registry, tracker, tmp_path):
+    """``--table ROWS:COL``: rows are row-param combinations, columns the col param, in numeric order."""
+    cfg = toy_config(datasets=[{"name": "toy-images", "n": [3, 2]}], defenses=[{"name": "toy-noise", "sigma": [0.2, 0.05]}])
+    _run(cfg, toy_registry, tracker, tmp_path)
+    runs = tracker.cell_runs(tracker.experiment_id("toy", create=False))
+    assert {"dataset.n", "defense.sigma"} <= set(runs[0].data.params)
+    expected = {(r.data.params["dataset.n"], r.data.params["defense.sigma"]): r.data.metrics["images/ssim"] for r in runs}
+    out = write_report(tracker, "toy", tmp_path / "table", ["images/ssim", "utility/distortion"], ["md", "html"],
+                       tables=[(["dataset.n"], "defense.sigma")], log_to_parent=False)
+    lines = out.markdown.splitlines()
+    header = next(line for line in lines if line.startswith("| dataset.n \\ defense.sigma"))
+    assert header.split(" | ")[1:] == ["0.05", "0.2 |"]
+    ssim_rows = [line for line in lines if line.startswith("| toy-denoise, n=")]
+    assert [row.split(" | ")[0] for row in ssim_rows] == ["| toy-denoise, n=2", "| toy-denoise, n=3"]
+    cells = ssim_rows[0].strip("| ").split(" | ")[1:]
+    assert cells == [f"{expected[('2', '0.05')]:.3f}", f"{expected[('2', '0.2')]:.3f}"]
+    assert any(line.startswith("| n=2 |") for line in lines)  # a utility metric has no attack in its rows
+    assert "attack \\ defense" not in out.markdown
+
+
+def test_table_spec_without_a_column_is_one_clear_error(run_cli, tmp_path):
+    out = run_cli("report", "--table", "defense.m", "--tracking-uri", f"sqlite:///{tmp_path / 'none.db'}")
+    assert out.returncode == 2
+    assert "--table 'defense.m': expected ROW1,ROW2:COL" in out.stderr
