@@ -268,6 +268,7 @@ def curve_png(rows: list[CellRow], x: str, y: str, group: list[str], path: Path)
     import matplotlib.pyplot as plt
 
     lines: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    order: dict[str, tuple] = {}
     for r in rows:
         if y not in r.metrics or x not in r.params:
             continue
@@ -277,15 +278,16 @@ def curve_png(rows: list[CellRow], x: str, y: str, group: list[str], path: Path)
         # A defense's utility is the same whatever attack ran against it: one line per group.
         by_attack = [] if y.startswith("utility/") else [r.attack]
         label = ", ".join(by_attack + [f"{g}={r.params.get(g, '?')}" for g in group]) or y
+        order[label] = (*by_attack, *(_sort_key(r.params.get(g, "?")) for g in group))
         if (xv, r.metrics[y]) not in lines[label]:
             lines[label].append((xv, r.metrics[y]))
     if not lines:
         raise VisprivError(f"no runs have both param {x!r} and metric {y!r}")
     fig, ax = plt.subplots(figsize=(6, 4))
-    for label, pts in sorted(lines.items()):
+    for label, pts in sorted(lines.items(), key=lambda item: order[item[0]]):
         pts.sort()
         finite = [(a, b) for a, b in pts if math.isfinite(a)]
-        ax.plot([a for a, _ in finite], [b for _, b in finite], marker="o", label=label[:60])
+        ax.plot([a for a, _ in finite], [b for _, b in finite], marker="o", label=_short(label))
         for a, b in pts:
             if not math.isfinite(a):
                 ax.axhline(b, linestyle=":", linewidth=1, color=ax.lines[-1].get_color())
@@ -297,6 +299,11 @@ def curve_png(rows: list[CellRow], x: str, y: str, group: list[str], path: Path)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _short(label: str, width: int = 64) -> str:
+    """A legend label cut in the middle, so the grouping params at its end stay visible."""
+    return label if len(label) <= width else label[: width // 3] + "…" + label[-(width - width // 3 - 1) :]
 
 
 def _as_float(text: str) -> float | None:
