@@ -57,6 +57,10 @@ class MatchingConfig(PluginConfig):
     mutual: bool = True
     homographies_per_image: int = Field(2, ge=0, le=50)
     homography_strength: float = Field(0.15, ge=0.0, le=0.3)
+    warp_seed: int = Field(
+        0, ge=0, description="seed of the warped test pairs: the same pairs for every defense and cell "
+        "(common random numbers, so a sweep compares like with like); RANSAC uses the cell's seed"
+    )
     ransac_threshold: float = Field(3.0, gt=0.0)
     ransac_max_iter: int = Field(10, ge=1)
     corner_threshold: float = Field(5.0, gt=0.0)
@@ -177,7 +181,7 @@ def _homography_utility(
     images: Images, sift_cfg: SiftConfig, protect: ProtectFn, cfg: MatchingConfig, seed: int,
     distance: DistanceFn, protect_reference: bool, cache: Cache | None,
 ) -> dict[str, float]:
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(cfg.warp_seed)
     n_img, h, w = images.images.shape[:3]
     truths, warped, ids, sources = [], [], [], []
     for i in range(n_img):
@@ -253,7 +257,7 @@ def evaluate_utility(
         sift_cfg: SIFT settings of both sides (``image_size`` resizes the test images first).
         protect: the defense as a function of raw features (identity for ``none``).
         cfg: matching, RANSAC and pair settings.
-        seed: seeds the homographies and RANSAC.
+        seed: seeds RANSAC (the homographies come from ``cfg.warp_seed``).
         distance: distance between rows of the protected query and the reference payloads.
         protect_reference: also protect the reference (lifted-to-lifted matching).
         cache: caches the SIFT extraction.

@@ -51,6 +51,19 @@ def test_none_releases_raw_features_with_utility(scene, ctx):
     assert all(out.utility_directions.values())
 
 
+def test_warped_test_pairs_are_common_to_every_cell(scene, ctx):
+    """The warps depend on ``matching.warp_seed`` only: two cells (other seeds) match the same pairs."""
+    from plugins.descriptor_release.matching import evaluate_utility
+    from plugins.descriptor_release.sift import SiftConfig
+
+    cfg = MatchingConfig(homographies_per_image=1, stereo=False)
+    runs = [evaluate_utility(scene.private, SiftConfig(), lambda r: r, cfg, seed, cache=ctx.cache) for seed in (1, 2)]
+    assert runs[0]["hpatches_n_matches"] == runs[1]["hpatches_n_matches"]
+    assert runs[0]["hpatches_mma_3px"] == runs[1]["hpatches_mma_3px"]
+    other = evaluate_utility(scene.private, SiftConfig(), lambda r: r, cfg.model_copy(update={"warp_seed": 7}), 1, cache=ctx.cache)
+    assert other["hpatches_n_matches"] != runs[0]["hpatches_n_matches"]
+
+
 def test_affine_lifting_release_hides_descriptors(lifted):
     rel, truth = lifted.release, lifted.truth
     assert isinstance(rel, LiftedFeatures) and rel.m == 2 and rel.database.shape == (256, 128)
