@@ -169,9 +169,10 @@ def param_pivot(rows: list[CellRow], metric: str, row_params: list[str], col_par
     out = []
     for scenario, rs in sorted(groups.items()):
         per_attack = not metric.startswith("utility/")
+        shown = {p: _varying_part(rs, p) for p in row_params}
         labels = {}
         for r in rs:
-            parts = [f"{p.split('.')[-1]}={r.params[p]}" for p in row_params]
+            parts = [shown[p](r.params[p]) for p in row_params]
             labels[r.run_id] = ", ".join(([r.attack] if per_attack else []) + parts)
         row_key = {r.run_id: ((r.attack,) if per_attack else ()) + tuple(_sort_key(r.params[p]) for p in row_params) for r in rs}
         row_order = sorted({labels[r.run_id]: row_key[r.run_id] for r in rs}.items(), key=lambda kv: kv[1])
@@ -186,6 +187,25 @@ def param_pivot(rows: list[CellRow], metric: str, row_params: list[str], col_par
         p.scenario = f"{scenario}; {title}"
         out.append(p)
     return out
+
+
+def _varying_part(rows: list[CellRow], param: str):
+    """Label maker for ``param``: ``name=value``, or for nested configs (JSON objects) only
+    the keys whose values differ between ``rows`` (``name=default`` when none does)."""
+    name = param.split(".")[-1]
+    try:
+        objects = [json.loads(r.params[param]) for r in rows]
+    except ValueError:
+        objects = []
+    if not objects or not all(isinstance(o, dict) for o in objects):
+        return lambda value: f"{name}={value}"
+    keys = sorted({k for o in objects for k in o if len({json.dumps(x.get(k), sort_keys=True) for x in objects}) > 1})
+
+    def label(value: str) -> str:
+        obj = json.loads(value)
+        return ", ".join(f"{k}={obj.get(k)}" for k in keys) or f"{name}=default"
+
+    return label
 
 
 def _sort_key(text: str) -> tuple[int, float, str]:

@@ -248,9 +248,10 @@ class LdpFeat(Defense):
             cand, ids = self._privatise(raw.descriptors, quant, rng)[:2]
             return LdpFeatures(raw.keypoints, raw.image_index, list(raw.image_ids), raw.image_size, cand, ids)
 
+        distance = word_distance(quant) if cfg.matching.criterion == "vocabulary" else candidate_distance
         return evaluate_utility(
             images, cfg.sift, protect, cfg.matching, ctx.child_seed("ldp-feat", "matching"),
-            distance=candidate_distance, cache=ctx.cache,
+            distance=distance, cache=ctx.cache,
         )
 
 
@@ -272,6 +273,42 @@ def candidate_distance(a: object, a_rows: np.ndarray, b: object, b_rows: np.ndar
         sq = (c * c).sum(1)[:, None] + (ref * ref).sum(1)[None, :] - 2.0 * c @ ref.T
         best = np.minimum(best, sq)
     return np.sqrt(np.maximum(best, 0.0))
+
+
+def word_distance(quant: ldp.Quantiser | None):
+    """Distance for vocabulary matching (ldp-feat.md Table 3; Nister and Stewenius [28]).
+
+    A reference descriptor's visual word is its nearest dictionary id under the same fixed
+    quantiser as the release (the server knows K and its own raw reference descriptors);
+    a keypoint's words are its m released ids. Distance 0 where the reference word is one
+    of the keypoint's words, infinity elsewhere; with ``matching.criterion: vocabulary``
+    every pair at 0 is a match and RANSAC removes the decoys' chance hits. For the naive
+    domain (no dictionary) a word is the exact descriptor vector.
+    """
+    reference_words: dict[int, np.ndarray] = {}
+
+    def words_of(ref: RawFeatures) -> np.ndarray:
+        if id(ref) not in reference_words:
+            reference_words[id(ref)] = quant.assign(ref.descriptors) if quant is not None else _vector_words(ref.descriptors)
+        return reference_words[id(ref)]
+
+    def distance(a: object, a_rows: np.ndarray, b: object, b_rows: np.ndarray) -> np.ndarray:
+        if not isinstance(a, LdpFeatures) or not isinstance(b, RawFeatures):
+            raise InputError("vocabulary matching compares an LDP-Feat release with raw reference features")
+        if a.candidate_ids is not None:
+            query = a.candidate_ids[a_rows]
+        else:
+            query = _vector_words(a.candidates[a_rows].reshape(-1, a.candidates.shape[2])).reshape(len(a_rows), a.m)
+        hit = (query[:, :, None] == words_of(b)[b_rows][None, None, :]).any(axis=1)
+        return np.where(hit, 0.0, np.inf)
+
+    return distance
+
+
+def _vector_words(vectors: np.ndarray) -> np.ndarray:
+    """An integer word per exact descriptor vector (the naive domain's 'dictionary id')."""
+    rows = np.ascontiguousarray(vectors, dtype=np.float32)
+    return np.array([hash(row.tobytes()) for row in rows], dtype=np.int64)
 
 
 def _mean_cosine(a: np.ndarray, b: np.ndarray) -> float:

@@ -34,7 +34,7 @@ distance matrix between rows of two payloads.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -53,6 +53,11 @@ DistanceFn = Callable[[Any, np.ndarray, Any, np.ndarray], np.ndarray]
 class MatchingConfig(PluginConfig):
     """Settings of the utility evaluator (shared by every defense that reports matching utility)."""
 
+    criterion: Literal["mutual-nn", "vocabulary"] = Field(
+        "mutual-nn", description="mutual-nn: nearest neighbour + ratio test (+ mutual check) on the distance; "
+        "vocabulary: every pair at distance 0, i.e. sharing a visual word (ldp-feat.md Table 3, "
+        "vocabulary matching [28]); needs a defense whose distance defines words (ldp-feat)"
+    )
     ratio: float = Field(0.8, gt=0.0, le=1.0)
     mutual: bool = True
     homographies_per_image: int = Field(2, ge=0, le=50)
@@ -173,7 +178,8 @@ def _match_rows(
 ) -> np.ndarray:
     if len(q_rows) == 0 or len(r_rows) == 0:
         return np.zeros((0, 2), np.int64)
-    m = ratio_match(distance(query, q_rows, ref, r_rows), cfg.ratio, cfg.mutual)
+    dist = distance(query, q_rows, ref, r_rows)
+    m = np.argwhere(dist <= 0.0) if cfg.criterion == "vocabulary" else ratio_match(dist, cfg.ratio, cfg.mutual)
     return np.stack([q_rows[m[:, 0]], r_rows[m[:, 1]]], axis=1) if len(m) else m
 
 

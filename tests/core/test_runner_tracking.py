@@ -240,3 +240,17 @@ def test_table_spec_without_a_column_is_one_clear_error(run_cli, tmp_path):
     out = run_cli("report", "--table", "defense.m", "--tracking-uri", f"sqlite:///{tmp_path / 'none.db'}")
     assert out.returncode == 2
     assert "--table 'defense.m': expected ROW1,ROW2:COL" in out.stderr
+
+
+def test_parameter_table_labels_nested_configs_by_the_keys_that_vary():
+    from harness.report import CellRow, _varying_part
+
+    def row(params: dict) -> CellRow:
+        return CellRow("r", "s", "d", "def", "att", params, {}, {}, "")
+
+    nested = [row({"defense.matching": json.dumps({"criterion": c, "ratio": 0.8})}) for c in ("mutual-nn", "vocabulary")]
+    label = _varying_part(nested, "defense.matching")
+    assert label(nested[1].params["defense.matching"]) == "criterion=vocabulary"
+    same = _varying_part(nested[:1], "defense.matching")
+    assert same(nested[0].params["defense.matching"]) == "matching=default"
+    assert _varying_part([row({"defense.m": "2"})], "defense.m")("2") == "m=2"

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from harness import Cache, CellContext, Images
 from plugins.descriptor_release import ldp
 from plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, RawFeatures
-from plugins.defenses.ldp_feat import LdpFeat, candidate_distance
+from plugins.defenses.ldp_feat import LdpFeat, candidate_distance, word_distance
 
 SIFT = {"max_keypoints": 64, "detector": "dense", "dense_step": 8}
 
@@ -88,6 +88,33 @@ def test_matching_utility_with_all_candidates(scene, tmp_path):
     bad = _defense(epsilon=0.0, m=1, utility=True, matching=matching).protect(private, public, _ctx(tmp_path))
     assert "hpatches_homography_acc" in good.utility and "hpatches_correct_matches_3px" in good.utility
     assert good.utility["hpatches_correct_matches_3px"] >= bad.utility["hpatches_correct_matches_3px"]
+
+
+def test_vocabulary_matching_pairs_keypoints_that_share_a_word():
+    """Table 3's criterion: a match wherever the reference's word is one of the released ids."""
+    from plugins.descriptor_release.matching import MatchingConfig, _match_rows
+
+    rng = np.random.default_rng(1)
+    dictionary = rng.random((50, 128)).astype(np.float32)
+    dictionary /= np.linalg.norm(dictionary, axis=1, keepdims=True)
+    quant = ldp.Quantiser(dictionary)
+    ref_desc = dictionary[[3, 7, 9, 3]] + rng.normal(0, 1e-3, (4, 128)).astype(np.float32)
+    ref = RawFeatures(np.zeros((4, 2), np.float32), np.zeros(4, np.int64), ["r"], (8, 8), ref_desc)
+    ids = np.array([[3, 20], [40, 9]])
+    release = LdpFeatures(np.zeros((2, 2), np.float32), np.zeros(2, np.int64), ["q"], (8, 8), dictionary[ids], ids)
+    dist = word_distance(quant)(release, np.arange(2), ref, np.arange(4))
+    assert np.array_equal(np.isfinite(dist), [[True, False, False, True], [False, False, True, False]])
+    matches = _match_rows(release, np.arange(2), ref, np.arange(4), word_distance(quant), MatchingConfig(criterion="vocabulary"))
+    assert sorted(map(tuple, matches.tolist())) == [(0, 0), (0, 3), (1, 2)]
+    mutual = _match_rows(release, np.arange(2), ref, np.arange(4), candidate_distance, MatchingConfig())
+    assert len(mutual) <= 2  # mutual nearest neighbours: at most one match per keypoint
+
+
+def test_vocabulary_matching_runs_in_the_defense(scene, tmp_path):
+    private, public = scene
+    matching = {"homographies_per_image": 1, "stereo": False, "criterion": "vocabulary"}
+    out = _defense(epsilon=math.inf, m=1, utility=True, matching=matching).protect(private, public, _ctx(tmp_path))
+    assert out.utility["hpatches_n_matches"] > 0 and 0.0 <= out.utility["hpatches_mma_3px"] <= 1.0
 
 
 def test_candidate_distance_is_min_over_candidates():
