@@ -289,25 +289,24 @@ def curve_png(rows: list[CellRow], x: str, y: str, group: list[str], path: Path)
 
     lines: dict[str, list[tuple[float, float]]] = defaultdict(list)
     order: dict[str, tuple] = {}
-    for r in rows:
-        if y not in r.metrics or x not in r.params:
-            continue
+    plotted = [r for r in rows if y in r.metrics and x in r.params and _as_float(r.params[x]) is not None]
+    shown = {g: _varying_part([r for r in plotted if g in r.params], g) for g in group}
+    for r in plotted:
         xv = _as_float(r.params[x])
-        if xv is None:
-            continue
         # A defense's utility is the same whatever attack ran against it: one line per group.
         by_attack = [] if y.startswith("utility/") else [r.attack]
-        label = ", ".join(by_attack + [f"{g}={r.params.get(g, '?')}" for g in group]) or y
+        label = ", ".join(by_attack + [shown[g](r.params[g]) if g in r.params else f"{g}=?" for g in group]) or y
         order[label] = (*by_attack, *(_sort_key(r.params.get(g, "?")) for g in group))
         if (xv, r.metrics[y]) not in lines[label]:
             lines[label].append((xv, r.metrics[y]))
     if not lines:
         raise VisprivError(f"no runs have both param {x!r} and metric {y!r}")
     fig, ax = plt.subplots(figsize=(6, 4))
-    for label, pts in sorted(lines.items(), key=lambda item: order[item[0]]):
+    for i, (label, pts) in enumerate(sorted(lines.items(), key=lambda item: order[item[0]])):
         pts.sort()
         finite = [(a, b) for a, b in pts if math.isfinite(a)]
-        ax.plot([a for a, _ in finite], [b for _, b in finite], marker="o", label=_short(label))
+        style = ("-", "--", ":")[(i // 10) % 3]  # the colour cycle has 10 colours
+        ax.plot([a for a, _ in finite], [b for _, b in finite], marker="os^"[(i // 10) % 3], linestyle=style, label=_short(label))
         for a, b in pts:
             if not math.isfinite(a):
                 ax.axhline(b, linestyle=":", linewidth=1, color=ax.lines[-1].get_color())
