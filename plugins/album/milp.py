@@ -218,11 +218,11 @@ def _check_level(A: np.ndarray, k: int, fixed: np.ndarray, T: int, c: np.ndarray
         return "feasible", keep
 
     def union(places: np.ndarray):
-        open_J = places[~always[np.searchsorted(J, places)]]
-        bigm = -worst[np.searchsorted(J, open_J)]
+        pos = np.searchsorted(J, places)
+        is_open = ~always[pos]
+        open_J = places[is_open]
         conflicts = _pair_conflicts(A, fixed, open_J, T)
-        need = k - int(always[np.searchsorted(J, places)].sum())
-        return _union_model(Af, base, open_J, bigm, need, t_free, conflicts)
+        return _union_model(Af, base, open_J, -worst[pos][is_open], k - int(always[pos].sum()), t_free, conflicts)
 
     cliques = surviving_cliques(A, fixed, J, T, k)
     if cliques is None:

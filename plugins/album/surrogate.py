@@ -8,7 +8,7 @@ non-negative totals. Hence the exact single-place cap of the surrogate column ``
 some surrogate has a cap below ``T`` can never be part of the beating set of a solution
 that keeps ``T`` photos.
 
-This module turns that into two filters used by the exact top-k solver
+This module turns that into three filters used by the exact top-k solver
 (:func:`plugins.album.milp.fast_topk`):
 
 * :func:`pair_compatibility` -- pairs ``(j, j')`` ruled out by ``w`` in
@@ -20,11 +20,11 @@ This module turns that into two filters used by the exact top-k solver
 * :func:`lp_bounds` -- the strongest weight per surviving set: the minimum over the
   simplex of the surrogate's top-``T`` total is the LP relaxation of "keep exactly ``T``
   photos with every place of ``K`` beating" (by LP duality), solved for all sets in one
-  block-separable LP. A set is refuted only when the returned ``w`` re-checked in numpy
+  block-separable LP per chunk of sets. A set is refuted only when the returned ``w`` re-checked in numpy
   gives a negative total, so solver tolerances cannot cut off a solution.
 
-Both are exact consequences of the problem, so solutions are never cut off; the weights
-and the enumeration limit only trade filtering strength against time.
+All are exact consequences of the problem, so solutions are never cut off; the weights
+and the limits only trade filtering strength against time.
 """
 
 from __future__ import annotations
@@ -99,26 +99,19 @@ def surviving_cliques(
     return found
 
 
-def surrogate_totals(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: list[np.ndarray], W: np.ndarray, T: int) -> np.ndarray:
-    """Best total of ``A_K w`` over keep masks with ``T`` photos kept (fixed ones included), per set."""
-    free = ~fixed
-    t_free = T - int(fixed.sum())
-    out = np.empty(len(cliques))
-    for i, (K, w) in enumerate(zip(cliques, W)):
-        x = A[:, J[K]] @ w
-        top = np.sort(x[free])[::-1][:t_free].sum() if t_free > 0 else 0.0
-        out[i] = x[fixed].sum() + top
-    return out
+def best_totals(columns: np.ndarray, fixed: np.ndarray, T: int) -> np.ndarray:
+    """Per column of ``columns`` (N, P): its largest total over keep masks with ``T`` photos
+    kept, the fixed ones included (the fixed rows plus the ``T - n_fixed`` largest others)."""
+    t_free = max(T - int(fixed.sum()), 0)
+    top = np.sort(columns[~fixed], axis=0)[::-1][:t_free].sum(axis=0)
+    return columns[fixed].sum(axis=0) + top
 
 
 def uniform_slack(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: list[np.ndarray], T: int) -> np.ndarray:
     """Per set, the best total of its uniform average ``mean(A_K)`` with ``T`` photos kept."""
     if not cliques:
         return np.zeros(0)
-    columns = A[:, J[np.stack(cliques)]].mean(axis=2)
-    t_free = T - int(fixed.sum())
-    top = np.sort(columns[~fixed], axis=0)[::-1][: max(t_free, 0)].sum(axis=0)
-    return columns[fixed].sum(axis=0) + top
+    return best_totals(A[:, J[np.stack(cliques)]].mean(axis=2), fixed, T)
 
 
 def lp_bounds(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: list[np.ndarray], T: int, solver: str = "HIGHS") -> np.ndarray:
@@ -127,10 +120,9 @@ def lp_bounds(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: list[np.
     A value below ``-LP_TOLERANCE`` certifies that the set cannot all beat the true place.
 
     Solves ``min_w  base_K w + sum_largest(A_free,K w, T - n_fixed)`` over the simplex for
-    every set at once (the sets are independent blocks of one LP, so the joint optimum is
-    each set's optimum) through cvxpy, then re-evaluates each ``w`` exactly. Sets go to
-    the solver in chunks of :data:`LP_CHUNK` (cvxpy's compile time grows faster than
-    linearly with the block count).
+    each set through cvxpy, :data:`LP_CHUNK` sets per LP (the sets are independent blocks,
+    so the joint optimum is each set's optimum; cvxpy's compile time grows faster than
+    linearly with the block count), then re-evaluates each ``w`` exactly.
     """
     bounds = [_lp_chunk(A, fixed, J, cliques[i : i + LP_CHUNK], T, solver) for i in range(0, len(cliques), LP_CHUNK)]
     return np.concatenate(bounds) if bounds else np.zeros(0)
@@ -167,4 +159,5 @@ def _lp_chunk(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: list[np.
         return unbounded
     W = np.clip(np.asarray(w.value).reshape(len(cliques), k), 0.0, None)
     W = W / np.maximum(W.sum(axis=1, keepdims=True), 1e-300)
-    return surrogate_totals(A, fixed, J, cliques, W, T)
+    surrogates = np.einsum("nck,ck->nc", A[:, J[np.stack(cliques)]], W)
+    return best_totals(surrogates, fixed, T)
