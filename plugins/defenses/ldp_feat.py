@@ -15,6 +15,7 @@ two public dictionary entries (never on private descriptors, so nothing private 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from typing import Literal
@@ -285,12 +286,16 @@ def word_distance(quant: ldp.Quantiser | None):
     every pair at 0 is a match and RANSAC removes the decoys' chance hits. For the naive
     domain (no dictionary) a word is the exact descriptor vector.
     """
-    reference_words: dict[int, np.ndarray] = {}
+    # Quantised once per reference payload; the payload is kept with its words so that a
+    # recycled id() can never hand back another payload's words.
+    reference_words: dict[int, tuple[RawFeatures, np.ndarray]] = {}
 
     def words_of(ref: RawFeatures) -> np.ndarray:
-        if id(ref) not in reference_words:
-            reference_words[id(ref)] = quant.assign(ref.descriptors) if quant is not None else _vector_words(ref.descriptors)
-        return reference_words[id(ref)]
+        held = reference_words.get(id(ref))
+        if held is None or held[0] is not ref:
+            words = quant.assign(ref.descriptors) if quant is not None else _vector_words(ref.descriptors)
+            held = reference_words[id(ref)] = (ref, words)
+        return held[1]
 
     def distance(a: object, a_rows: np.ndarray, b: object, b_rows: np.ndarray) -> np.ndarray:
         if not isinstance(a, LdpFeatures) or not isinstance(b, RawFeatures):
@@ -308,7 +313,8 @@ def word_distance(quant: ldp.Quantiser | None):
 def _vector_words(vectors: np.ndarray) -> np.ndarray:
     """An integer word per exact descriptor vector (the naive domain's 'dictionary id')."""
     rows = np.ascontiguousarray(vectors, dtype=np.float32)
-    return np.array([hash(row.tobytes()) for row in rows], dtype=np.int64)
+    digests = b"".join(hashlib.blake2b(row.tobytes(), digest_size=8).digest() for row in rows)
+    return np.frombuffer(digests, dtype=np.int64).copy()
 
 
 def _mean_cosine(a: np.ndarray, b: np.ndarray) -> float:

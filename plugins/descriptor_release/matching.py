@@ -41,7 +41,7 @@ import torch
 from pydantic import Field
 
 from harness import Cache, Images, PluginConfig
-from harness.errors import InputError
+from harness.errors import ConfigError, InputError
 from plugins.descriptor_release.payloads import LiftedFeatures, RawFeatures
 from plugins.descriptor_release.sift import SiftConfig, extract_features
 from plugins.descriptor_release.subspace import point_subspace_sqdist, subspace_sqdist
@@ -273,6 +273,11 @@ def evaluate_utility(
         ``cfg.stereo``, ``stereo_mma_{t}px``, ``stereo_ransac_inliers``, ``stereo_n_matches``.
         All are higher-is-better (:func:`utility_directions`).
     """
+    if cfg.criterion == "vocabulary" and distance is pair_distance:
+        raise ConfigError(
+            "matching.criterion 'vocabulary' needs a defense whose release defines visual words "
+            "(ldp-feat); this defense matches by descriptor distance: use criterion 'mutual-nn'"
+        )
     if sift_cfg.image_size is not None:
         size = sift_cfg.image_size
         resized = torch.nn.functional.interpolate(

@@ -117,6 +117,26 @@ def test_vocabulary_matching_runs_in_the_defense(scene, tmp_path):
     assert out.utility["hpatches_n_matches"] > 0 and 0.0 <= out.utility["hpatches_mma_3px"] <= 1.0
 
 
+def test_vocabulary_words_of_the_naive_domain_are_exact_vectors():
+    rng = np.random.default_rng(2)
+    ref_desc = rng.random((3, 128)).astype(np.float32)
+    ref = RawFeatures(np.zeros((3, 2), np.float32), np.zeros(3, np.int64), ["r"], (8, 8), ref_desc)
+    cand = np.stack([ref_desc[[2, 0]], ref_desc[[1, 1]] + 1e-3]).astype(np.float32)
+    release = LdpFeatures(np.zeros((2, 2), np.float32), np.zeros(2, np.int64), ["q"], (8, 8), cand)
+    dist = word_distance(None)(release, np.arange(2), ref, np.arange(3))
+    assert np.array_equal(np.isfinite(dist), [[True, False, True], [False, False, False]])
+
+
+def test_vocabulary_criterion_without_words_is_one_clear_error():
+    from harness.errors import ConfigError
+    from plugins.descriptor_release.matching import MatchingConfig, evaluate_utility
+    from plugins.descriptor_release.sift import SiftConfig
+
+    images = _images(["camera"])
+    with pytest.raises(ConfigError, match="needs a defense whose release defines visual words"):
+        evaluate_utility(images, SiftConfig(), lambda r: r, MatchingConfig(criterion="vocabulary"), 0)
+
+
 def test_candidate_distance_is_min_over_candidates():
     rng = np.random.default_rng(0)
     cand = rng.random((3, 4, 128)).astype(np.float32)
