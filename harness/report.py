@@ -170,21 +170,17 @@ def param_pivot(rows: list[CellRow], metric: str, row_params: list[str], col_par
     for scenario, rs in sorted(groups.items()):
         per_attack = not metric.startswith("utility/")
         shown = {p: _varying_part(rs, p) for p in row_params}
-        labels = {}
-        for r in rs:
-            parts = [shown[p](r.params[p]) for p in row_params]
-            labels[r.run_id] = ", ".join(([r.attack] if per_attack else []) + parts)
-        row_key = {r.run_id: ((r.attack,) if per_attack else ()) + tuple(_sort_key(r.params[p]) for p in row_params) for r in rs}
-        row_order = sorted({labels[r.run_id]: row_key[r.run_id] for r in rs}.items(), key=lambda kv: kv[1])
-        cols = sorted({r.params[col_param] for r in rs}, key=_sort_key)
+        attack = (lambda r: [r.attack]) if per_attack else (lambda r: [])
+        label = {r.run_id: ", ".join(attack(r) + [shown[p](r.params[p]) for p in row_params]) for r in rs}
+        sort_key = {label[r.run_id]: (*attack(r), *(_sort_key(r.params[p]) for p in row_params)) for r in rs}
         title = f"{' x '.join(p.split('.')[-1] for p in row_params) or 'all'} by {col_param.split('.')[-1]}"
-        p = Pivot(metric, scenario, [label for label, _ in row_order], cols,
+        p = Pivot(metric, f"{scenario}; {title}", sorted(sort_key, key=sort_key.__getitem__),
+                  sorted({r.params[col_param] for r in rs}, key=_sort_key),
                   row_title=", ".join(row_params), col_title=col_param)
         p.notes = sorted({r.provenance for r in rs if r.provenance})
         p.higher_is_better = next((r.higher_is_better.get(metric, True) for r in rs), True)
         for r in rs:
-            p.values[(labels[r.run_id], r.params[col_param])] = r.metrics[metric]
-        p.scenario = f"{scenario}; {title}"
+            p.values[(label[r.run_id], r.params[col_param])] = r.metrics[metric]
         out.append(p)
     return out
 
