@@ -23,10 +23,10 @@ import time
 
 import numpy as np
 
-from harness import Cache, CellContext
-from plugins.album import milp
-from plugins.album.dataset import AlbumWorld
-from plugins.album.pruning import advantage, protected_k
+from vispriv.harness import Cache, CellContext
+from vispriv.plugins.album import milp
+from vispriv.plugins.album.dataset import AlbumWorld
+from vispriv.plugins.album.pruning import advantage, protected_k
 
 
 def default_instances(size: int, k: int, n: int, seed: int) -> list[np.ndarray]:

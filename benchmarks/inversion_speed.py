@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from plugins.descriptor_release.inversion.module import InversionModule
+from vispriv.plugins.descriptor_release.inversion.module import InversionModule
 
 VARIANTS = {
     "base: crop 64, depth 4, width 32, head 2, proj 32": dict(crop=64, depth=4, width=32, head_layers=2, projection=32),

@@ -1,12 +1,12 @@
 """LDP-Feat step 1 (ldp-feat.md section 5.2): nearest-neighbour quantisation to |K| = 256k x 128.
 
 Measures, in one process and with the same thread count, descriptors per second of exact
-brute force (faiss IndexFlatL2) and of fixed IVF and HNSW indexes (plugins.descriptor_release.
+brute force (faiss IndexFlatL2) and of fixed IVF and HNSW indexes (vispriv.plugins.descriptor_release.
 ldp.Quantiser; each graph built once on one thread, then searched at several efSearch), and
 how often each picks the same dictionary entry as brute force ("agree real": on the real
 SIFT queries only, the issue's criterion).
 
-Data: queries are REAL SIFT descriptors (kornia, via plugins.descriptor_release.sift) of
+Data: queries are REAL SIFT descriptors (kornia, via vispriv.plugins.descriptor_release.sift) of
 bundled scikit-image photos; the 256k dictionary is SIMULATED -- jittered copies of real
 SIFT descriptors of *other* bundled photos (ldp.jittered_dictionary), because the bundled
 images cannot support 256k k-means centroids. Then the omega-subset sampling itself.
@@ -22,9 +22,9 @@ import time
 
 import numpy as np
 
-from harness import Images
-from plugins.descriptor_release import ldp
-from plugins.descriptor_release.sift import SiftConfig, extract_features
+from vispriv.harness import Images
+from vispriv.plugins.descriptor_release import ldp
+from vispriv.plugins.descriptor_release.sift import SiftConfig, extract_features
 
 QUERY_IMAGES = ["astronaut", "camera", "coffee", "chelsea", "rocket", "motorcycle_left"]
 DICT_IMAGES = ["brick", "grass", "gravel", "coins", "moon", "page", "text", "horse", "hubble_deep_field",

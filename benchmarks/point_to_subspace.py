@@ -22,7 +22,7 @@ import time
 import numpy as np
 import torch
 
-from plugins.descriptor_release.subspace import CHUNK_ELEMENTS, nearest_to_subspaces
+from vispriv.plugins.descriptor_release.subspace import CHUNK_ELEMENTS, nearest_to_subspaces
 
 
 def loop_numpy(database: np.ndarray, offsets: np.ndarray, bases: np.ndarray, n: int) -> np.ndarray:

@@ -1,15 +1,15 @@
 """vispriv core: plugin discovery, the attack-versus-defense matrix, caching and MLflow tracking.
 
-The core knows nothing about any one paper. Scenario plugins (``plugins.*``) build on the
+The core knows nothing about any one paper. Scenario plugins (``vispriv.plugins.*``) build on the
 public API re-exported here.
 """
 
-from harness.cache import Cache
-from harness.context import CellContext
-from harness.errors import ConfigError, PluginError, VisprivError
-from harness.hookspecs import hookimpl
-from harness.payloads import Images, Labels, Payload, Rankings, Scene
-from harness.plugin import Attack, AttackResult, Dataset, Defense, Metric, PluginConfig, Protected
+from vispriv.harness.cache import Cache
+from vispriv.harness.context import CellContext
+from vispriv.harness.errors import ConfigError, PluginError, VisprivError
+from vispriv.harness.hookspecs import hookimpl
+from vispriv.harness.payloads import Images, Labels, Payload, Rankings, Scene
+from vispriv.harness.plugin import Attack, AttackResult, Dataset, Defense, Metric, PluginConfig, Protected
 
 __all__ = [
     "Attack",

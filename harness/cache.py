@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.hashing import stable_hash
+from vispriv.harness.hashing import stable_hash
 
 DEFAULT_CACHE_DIR = ".vispriv-cache"
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import click
 
-from harness.errors import VisprivError
+from vispriv.harness.errors import VisprivError
 
 KINDS = ["dataset", "defense", "attack", "metric"]
 
 
 def _registry(strict: bool):  # type: ignore[no-untyped-def]
-    from harness.registry import load_registry
+    from vispriv.harness.registry import load_registry
 
     registry = load_registry(strict=strict)
     for failure in registry.failures:
@@ -40,7 +40,7 @@ def cli() -> None:
 @click.option("--strict", is_flag=True, help="A plugin that fails to load is fatal.")
 def plugins(kind: str | None, as_json: bool, strict: bool) -> None:
     """List registered plugins."""
-    from harness.plugin import plugin_info
+    from vispriv.harness.plugin import plugin_info
 
     registry = _registry(strict)
     rows = []
@@ -81,16 +81,16 @@ def matrix(
     strict: bool,
 ) -> None:
     """Run the attack x defense matrix described by CONFIG (YAML)."""
-    from harness.config import load_config
+    from vispriv.harness.config import load_config
 
     cfg = load_config(config, list(overrides))
     _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, quiet, strict)
 
 
 def _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, quiet, strict):  # type: ignore[no-untyped-def]
-    from harness.matrix import build_matrix
-    from harness.runner import run_matrix
-    from harness.tracking import Tracker
+    from vispriv.harness.matrix import build_matrix
+    from vispriv.harness.runner import run_matrix
+    from vispriv.harness.tracking import Tracker
 
     registry = _registry(strict)
     mx = build_matrix(cfg, registry)
@@ -130,8 +130,8 @@ def _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, q
 @click.option("--no-log", is_flag=True, help="Do not log the report on the parent run.")
 def report(experiment, metrics, formats, out_dir, curves, tables, parent, tracking_uri, no_log):  # type: ignore[no-untyped-def]
     """Pivot attack x defense tables (with heatmaps) from MLflow."""
-    from harness.report import write_report
-    from harness.tracking import Tracker
+    from vispriv.harness.report import write_report
+    from vispriv.harness.tracking import Tracker
 
     parsed = []
     for spec in curves:
@@ -165,7 +165,7 @@ def _ui_command(uri: str) -> str:
 @click.option("--start", is_flag=True, help="Start the UI instead of printing the command.")
 def ui(tracking_uri: str | None, start: bool) -> None:
     """Print (or start) the MLflow UI command for the store."""
-    from harness.tracking import default_tracking_uri
+    from vispriv.harness.tracking import default_tracking_uri
 
     command = _ui_command(tracking_uri or default_tracking_uri())
     if not start:
@@ -182,9 +182,9 @@ def ui(tracking_uri: str | None, start: bool) -> None:
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE")
 def demo(tracking_uri, cache_dir, quiet, out_dir, overrides):  # type: ignore[no-untyped-def]
     """Run the default matrix on bundled data and print the result tables."""
-    from harness.config import apply_overrides, read_yaml, validate_config
-    from harness.report import collect, write_report
-    from harness.tracking import Tracker
+    from vispriv.harness.config import apply_overrides, read_yaml, validate_config
+    from vispriv.harness.report import collect, write_report
+    from vispriv.harness.tracking import Tracker
 
     path = Path(__file__).parent / "configs" / "demo.yaml"
     cfg = validate_config(apply_overrides(read_yaml(path), list(overrides)), source=str(path))
@@ -219,15 +219,16 @@ def _available_curves(rows, specs):  # type: ignore[no-untyped-def]
 @click.option("--dir", "directory", default=".", type=click.Path(file_okay=False, path_type=Path))
 def new_plugin(name: str, kind: str, directory: Path) -> None:
     """Scaffold a separate, installable plugin package NAME."""
-    from harness.scaffold import scaffold
+    from vispriv.harness.scaffold import scaffold
 
     root = scaffold(name, kind, directory)
     click.echo(f"created {root}; install it with: pip install -e {root}")
 
 
-def main() -> None:
+def main(prog_name: str | None = None) -> None:
+    """Run the command line; ``prog_name`` names it in usage lines (``python -m vispriv``)."""
     try:
-        cli.main(standalone_mode=False)
+        cli.main(prog_name=prog_name, standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
@@ -235,7 +236,7 @@ def main() -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except VisprivError as exc:
-        from harness.runner import MatrixInterrupted
+        from vispriv.harness.runner import MatrixInterrupted
 
         click.echo(f"error: {exc}", err=True)
         sys.exit(130 if isinstance(exc, MatrixInterrupted) else 2)

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harness.errors import ConfigError
+from vispriv.harness.errors import ConfigError
 
 TOP_LEVEL_KEYS = ("name", "seed", "datasets", "defenses", "attacks", "metrics", "cache_dir", "description", "resources")
 

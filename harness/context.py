@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from harness.cache import Cache
-from harness.hashing import derive_seed
+from vispriv.harness.cache import Cache
+from vispriv.harness.hashing import derive_seed
 
 T = TypeVar("T")
 

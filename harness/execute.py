@@ -15,11 +15,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness.cache import Cache
-from harness.context import CellContext
-from harness.matrix import Cell
-from harness.payloads import Payload
-from harness.plugin import AttackResult, Protected
+from vispriv.harness.cache import Cache
+from vispriv.harness.context import CellContext
+from vispriv.harness.matrix import Cell
+from vispriv.harness.payloads import Payload
+from vispriv.harness.plugin import AttackResult, Protected
 
 _MEMO: OrderedDict[str, Any] = OrderedDict()
 _MEMO_SIZE = 8

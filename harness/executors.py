@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-from harness.errors import ConfigError
-from harness.execute import CellOutcome, run_cell
-from harness.matrix import Cell
+from vispriv.harness.errors import ConfigError
+from vispriv.harness.execute import CellOutcome, run_cell
+from vispriv.harness.matrix import Cell
 
 Job = tuple[Cell, str]
 
@@ -43,7 +43,7 @@ EXECUTORS: dict[str, Callable[..., Executor]] = {"local": LocalExecutor}
 def make_executor(name: str, **options: object) -> Executor:
     if name == "ray" and "ray" not in EXECUTORS:
         try:
-            from harness import ray_executor  # noqa: F401 -- registers itself
+            from vispriv.harness import ray_executor  # noqa: F401 -- registers itself
         except ImportError as exc:
             raise ConfigError(f"--executor ray needs the 'ray' extra (pip install 'vispriv[ray]'): {exc}") from None
     if name not in EXECUTORS:

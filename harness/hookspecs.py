@@ -2,7 +2,7 @@
 
 Each hook receives a ``register`` callback, in the style of ``llm`` and ``datasette``::
 
-    from harness import hookimpl
+    from vispriv.harness import hookimpl
 
     @hookimpl
     def vispriv_register_defenses(register):
@@ -28,19 +28,19 @@ Register = Callable[[type], None]
 
 @hookspec
 def vispriv_register_datasets(register: Register) -> None:
-    """Register :class:`harness.plugin.Dataset` subclasses."""
+    """Register :class:`vispriv.harness.plugin.Dataset` subclasses."""
 
 
 @hookspec
 def vispriv_register_defenses(register: Register) -> None:
-    """Register :class:`harness.plugin.Defense` subclasses."""
+    """Register :class:`vispriv.harness.plugin.Defense` subclasses."""
 
 
 @hookspec
 def vispriv_register_attacks(register: Register) -> None:
-    """Register :class:`harness.plugin.Attack` subclasses."""
+    """Register :class:`vispriv.harness.plugin.Attack` subclasses."""
 
 
 @hookspec
 def vispriv_register_metrics(register: Register) -> None:
-    """Register :class:`harness.plugin.Metric` subclasses."""
+    """Register :class:`vispriv.harness.plugin.Metric` subclasses."""

@@ -16,11 +16,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from harness.config import MatrixConfig, format_validation_error
-from harness.errors import ConfigError, PluginError
-from harness.hashing import derive_seed, stable_hash
-from harness.plugin import Metric, PluginConfig, _Plugin
-from harness.registry import Registry
+from vispriv.harness.config import MatrixConfig, format_validation_error
+from vispriv.harness.errors import ConfigError, PluginError
+from vispriv.harness.hashing import derive_seed, stable_hash
+from vispriv.harness.plugin import Metric, PluginConfig, _Plugin
+from vispriv.harness.registry import Registry
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.errors import InputError
+from vispriv.harness.errors import InputError
 
 
 class Payload:

@@ -6,7 +6,7 @@ Every plugin class declares
 * ``version`` -- part of every cache key and of the cell hash;
 * ``scenario`` -- the threat model it belongs to (``descriptor-release``, ...);
 * ``Config`` -- a pydantic model with defaults; unknown keys are rejected;
-* ``consumes`` / ``produces`` -- payload types (see :mod:`harness.payloads`).
+* ``consumes`` / ``produces`` -- payload types (see :mod:`vispriv.harness.payloads`).
 
 The flow of one matrix cell is::
 
@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.payloads import Payload, Scene
+from vispriv.harness.payloads import Payload, Scene
 
 if TYPE_CHECKING:
-    from harness.context import CellContext
+    from vispriv.harness.context import CellContext
 
 
 class PluginConfig(BaseModel):

@@ -1,6 +1,6 @@
 """Run matrix cells as Ray tasks (``vispriv matrix --executor ray``).
 
-Each cell is one ``ray.remote`` task running :func:`harness.execute.run_cell`; outcomes
+Each cell is one ``ray.remote`` task running :func:`vispriv.harness.execute.run_cell`; outcomes
 come back to the driver in completion order (``ray.wait``) and the driver alone logs
 them to MLflow, so the sqlite store never sees concurrent writers (docs/scaling.md).
 
@@ -33,9 +33,9 @@ from typing import Any
 
 import ray
 
-from harness.execute import CellOutcome, run_cell
-from harness.executors import EXECUTORS, Job
-from harness.matrix import Cell
+from vispriv.harness.execute import CellOutcome, run_cell
+from vispriv.harness.executors import EXECUTORS, Job
+from vispriv.harness.matrix import Cell
 
 DEFAULT_RESOURCES: dict[str, float] = {"cpus": 1.0, "gpus": 0.0}
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import pluggy
 
-from harness import hookspecs
-from harness.errors import PluginError
-from harness.plugin import PLUGIN_KINDS, PluginConfig, _Plugin
+from vispriv.harness import hookspecs
+from vispriv.harness.errors import PluginError
+from vispriv.harness.plugin import PLUGIN_KINDS, PluginConfig, _Plugin
 
 ENTRY_POINT_GROUP = "vispriv"
 HOOKS = {
@@ -98,7 +98,7 @@ class Registry:
         if not cls.name:
             raise PluginError(f"{source}: {cls.__name__} has no name")
         if not (isinstance(cls.Config, type) and issubclass(cls.Config, PluginConfig)):
-            raise PluginError(f"{source}: {cls.__name__}.Config must subclass harness.PluginConfig")
+            raise PluginError(f"{source}: {cls.__name__}.Config must subclass vispriv.harness.PluginConfig")
         by_scenario = self.plugins[kind].setdefault(cls.name, {})
         existing = by_scenario.get(cls.scenario)
         if existing is not None and existing is not cls:

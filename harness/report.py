@@ -5,7 +5,7 @@ run). Each table pivots one metric: a row per attack (chain), a column per defen
 the dataset when a matrix has several). Where a metric has a standard error
 (``<metric>_se``) the table shows ``mean ± se``. In heatmaps green is the better end of
 the metric's own direction (the run's ``vispriv.higher_is_better`` tag), which each
-title states. The HTML page is laid out by :mod:`harness.report_html`.
+title states. The HTML page is laid out by :mod:`vispriv.harness.report_html`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import VisprivError
-from harness.tracking import Tracker
+from vispriv.harness.errors import VisprivError
+from vispriv.harness.tracking import Tracker
 
 
 @dataclass
@@ -353,13 +353,13 @@ def write_report(
 ) -> ReportFiles:
     """Write tables, heatmaps and curves for ``experiment`` into ``out_dir``.
 
-    The HTML page (:mod:`harness.report_html`) also shows up to ``grids_per_scenario``
+    The HTML page (:mod:`vispriv.harness.report_html`) also shows up to ``grids_per_scenario``
     PNG artifacts of the cell runs (reconstruction grids), copied into ``out_dir/grids``.
     ``cell_hashes`` limits the report to those cells (e.g. the current matrix's).
     ``tables`` (``(row_params, col_param)`` pairs, :func:`param_pivot`) replace the
     attack x defense pivots with parameter tables, the readable view of a sweep.
     """
-    from harness import report_html
+    from vispriv.harness import report_html
 
     formats = formats or ["md"]
     rows = collect(tracker, experiment, parent_id, cell_hashes)

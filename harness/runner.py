@@ -17,12 +17,12 @@ from pathlib import Path
 
 import yaml
 
-from harness.config import MatrixConfig
-from harness.errors import VisprivError
-from harness.execute import CellOutcome
-from harness.executors import make_executor
-from harness.matrix import Cell, Matrix
-from harness.tracking import Tracker
+from vispriv.harness.config import MatrixConfig
+from vispriv.harness.errors import VisprivError
+from vispriv.harness.execute import CellOutcome
+from vispriv.harness.executors import make_executor
+from vispriv.harness.matrix import Cell, Matrix
+from vispriv.harness.tracking import Tracker
 
 
 class MatrixInterrupted(VisprivError):

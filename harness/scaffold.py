@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from harness.errors import ConfigError
+from vispriv.harness.errors import ConfigError
 
 _BODIES = {
     "defense": '''
@@ -123,7 +123,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field
 
-from harness import (
+from vispriv.harness import (
     Attack,
     AttackResult,
     CellContext,
@@ -161,8 +161,8 @@ _TEST = '''"""Tests of the {name!r} {kind} plugin, run with pytest."""
 
 from pathlib import Path
 
-from harness import Cache, CellContext
-from harness.registry import load_registry
+from vispriv.harness import Cache, CellContext
+from vispriv.harness.registry import load_registry
 
 
 def test_registered_through_entry_point():
@@ -172,7 +172,7 @@ def test_registered_through_entry_point():
 
 def test_runs(tmp_path: Path):
     from {module}.plugin import {cls}
-    from plugins.image_release.data import SampleImages
+    from vispriv.plugins.image_release.data import SampleImages
 
     ctx = CellContext(seed=0, cache=Cache(tmp_path), artifact_dir=tmp_path / "art", quiet=True)
     scene = SampleImages().load(ctx)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from harness.errors import TrackingError
+from vispriv.harness.errors import TrackingError
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 CELL = "cell"

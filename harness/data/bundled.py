@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.errors import ConfigError, InputError
-from harness.payloads import Images
+from vispriv.harness.errors import ConfigError, InputError
+from vispriv.harness.payloads import Images
 
 
 def _skimage(name: str) -> Callable[[], np.ndarray]:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.data.bundled import square_resize, to_rgb_float
-from harness.errors import ConfigError, InputError
-from harness.hashing import stable_hash
-from harness.payloads import Images
+from vispriv.harness.data.bundled import square_resize, to_rgb_float
+from vispriv.harness.errors import ConfigError, InputError
+from vispriv.harness.hashing import stable_hash
+from vispriv.harness.payloads import Images
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 

@@ -2,7 +2,7 @@
 
 The paper fine-tunes VGG-16 with a 512-way output; here the classifier is a linear
 softmax layer over per-photo image features (simulated vectors, or the handcrafted
-features of :mod:`plugins.album.manifest`), trained with cross-entropy. The weights are
+features of :mod:`vispriv.plugins.album.manifest`), trained with cross-entropy. The weights are
 returned as numpy arrays so they travel in the public :class:`GeoModels` payload.
 """
 

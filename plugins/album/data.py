@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.errors import ConfigError, InputError
-from plugins.album.classifier import train_classifier
-from plugins.album.manifest import Manifest
-from plugins.album.partition import assign, partition
-from plugins.album.world import SimWorld
+from vispriv.harness.errors import ConfigError, InputError
+from vispriv.plugins.album.classifier import train_classifier
+from vispriv.plugins.album.manifest import Manifest
+from vispriv.plugins.album.partition import assign, partition
+from vispriv.plugins.album.world import SimWorld
 
 ALBUM_SIZE_MIN, ALBUM_SIZE_MEAN, ALBUM_SIZE_MAX = 16, 33, 250
 

@@ -10,9 +10,9 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator
 
-from harness import CellContext, Dataset, PluginConfig, Scene
-from harness.errors import ConfigError
-from plugins.album.data import (
+from vispriv.harness import CellContext, Dataset, PluginConfig, Scene
+from vispriv.harness.errors import ConfigError
+from vispriv.plugins.album.data import (
     Collections,
     collection_size,
     manifest_collections,
@@ -20,9 +20,9 @@ from plugins.album.data import (
     split_manifest,
     train_pair,
 )
-from plugins.album.manifest import read_manifest
-from plugins.album.payloads import Albums, GeoModels
-from plugins.album.world import SimWorld, WorldParams
+from vispriv.plugins.album.manifest import read_manifest
+from vispriv.plugins.album.payloads import Albums, GeoModels
+from vispriv.plugins.album.world import SimWorld, WorldParams
 
 SCENARIO = "album-sharing"
 
@@ -30,8 +30,8 @@ SCENARIO = "album-sharing"
 class AlbumWorld(Dataset):
     """Albums of photos with true places, plus the proxy and adversary classifiers.
 
-    ``source: simulated`` (default) is the SIMULATED world of :mod:`plugins.album.world`;
-    ``source: manifest`` reads a CSV of geotagged photos (:mod:`plugins.album.manifest`).
+    ``source: simulated`` (default) is the SIMULATED world of :mod:`vispriv.plugins.album.world`;
+    ``source: manifest`` reads a CSV of geotagged photos (:mod:`vispriv.plugins.album.manifest`).
     The world and both classifiers depend on ``world_seed`` only (not on the cell seed),
     so every collection type of a sweep shares them (and the cache entry).
     """

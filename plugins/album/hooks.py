@@ -1,18 +1,18 @@
 """Registers the plugins of the album-sharing scenario (entry point in pyproject.toml)."""
 
-from harness import hookimpl
+from vispriv.harness import hookimpl
 
 
 @hookimpl
 def vispriv_register_datasets(register):
-    from plugins.album.dataset import AlbumWorld
+    from vispriv.plugins.album.dataset import AlbumWorld
 
     register(AlbumWorld)
 
 
 @hookimpl
 def vispriv_register_defenses(register):
-    from plugins.defenses.album_pruning import AlbumPruning, NoPruning
+    from vispriv.plugins.defenses.album_pruning import AlbumPruning, NoPruning
 
     register(NoPruning)
     register(AlbumPruning)
@@ -20,13 +20,13 @@ def vispriv_register_defenses(register):
 
 @hookimpl
 def vispriv_register_attacks(register):
-    from plugins.attacks.proxy_geolocator import ProxyGeolocator
+    from vispriv.plugins.attacks.proxy_geolocator import ProxyGeolocator
 
     register(ProxyGeolocator)
 
 
 @hookimpl
 def vispriv_register_metrics(register):
-    from plugins.metrics.album import ProtectedK
+    from vispriv.plugins.metrics.album import ProtectedK
 
     register(ProtectedK)

@@ -7,7 +7,7 @@ Relative paths are resolved against the manifest's folder.
 Documented skips (counted in :class:`Manifest.skipped`, never silent): rows whose image
 cannot be read and rows with impossible coordinates (non-numeric, NaN, latitude outside
 [-90, 90], longitude outside [-180, 180]). A manifest without the required columns, or
-with no usable row, is an :class:`~harness.errors.InputError`.
+with no usable row, is an :class:`~vispriv.harness.errors.InputError`.
 
 The paper's features come from VGG-16; no pretrained network can be downloaded here, so
 each photo is described by handcrafted features: a 16x16 grey thumbnail and an 8-bin
@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from harness.errors import InputError
-from plugins.album.partition import valid_coordinates
+from vispriv.harness.errors import InputError
+from vispriv.plugins.album.partition import valid_coordinates
 
 THUMB = 16
 BINS = 8

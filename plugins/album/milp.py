@@ -7,11 +7,11 @@ Two formulations of each problem, both exact:
   with ``w_j = h_j v_j``. The big-M ``T`` is per place and correct: ``T_j`` bounds
   ``|v_j|`` for every keep mask (the reference code's ``|N * max(A)|`` can be too small).
 * ``fast`` -- this package's formulation. It rests on the exact single-place caps
-  ``c_j`` (:func:`plugins.album.pruning.caps`): a place can only beat the true one in a
+  ``c_j`` (:func:`vispriv.plugins.album.pruning.caps`): a place can only beat the true one in a
   solution keeping ``T`` photos if ``c_j >= T``; the k-th largest cap bounds the optimum of
   (3) from above, and a heuristic solution bounds it from below. For (3) it decides
   "exactly T photos kept, k places beating" for T descending from that bound, on the
-  places with ``c_j >= T`` only: the surrogate filters of :mod:`plugins.album.surrogate`
+  places with ``c_j >= T`` only: the surrogate filters of :mod:`vispriv.plugins.album.surrogate`
   (pair tests, k-set enumeration, one LP bound per k-set) settle most levels without a
   MILP; the k-sets they cannot refute get one small MILP each, or, when there are many,
   one MILP over their places with big-Ms tightened to that cardinality, places that beat
@@ -31,8 +31,8 @@ import warnings
 import cvxpy as cp
 import numpy as np
 
-from plugins.album.pruning import PruneResult, caps, greedy_budget, keep_mask_or_none, protected_k
-from plugins.album.surrogate import LP_CHUNK, LP_TOLERANCE, lp_bounds, pair_compatibility, surviving_cliques, uniform_slack
+from vispriv.plugins.album.pruning import PruneResult, caps, greedy_budget, keep_mask_or_none, protected_k
+from vispriv.plugins.album.surrogate import LP_CHUNK, LP_TOLERANCE, lp_bounds, pair_compatibility, surviving_cliques, uniform_slack
 
 #: The first this many surviving k-sets get one small MILP each; the rest share one union MILP.
 CLIQUE_MILP_LIMIT = 8
@@ -196,7 +196,7 @@ def _check_level(A: np.ndarray, k: int, fixed: np.ndarray, T: int, c: np.ndarray
     """Is there a keep mask with exactly ``T`` photos and ``k`` places beating the true one?
 
     Returns ``("feasible", keep)``, ``("infeasible", None)`` (proven) or ``("unknown", None)``
-    (time limit or solver failure). The surrogate filters of :mod:`plugins.album.surrogate`
+    (time limit or solver failure). The surrogate filters of :mod:`vispriv.plugins.album.surrogate`
     run first (the LP bound for at most :data:`LP_SET_LIMIT` sets); only sets of places
     they cannot refute reach a MILP: one small MILP for each of the first
     :data:`CLIQUE_MILP_LIMIT` (most promising first, see :func:`_unrefuted_sets`), then one
@@ -247,7 +247,7 @@ def _unrefuted_sets(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: li
     """Surviving k-sets that the LP bound cannot refute, most promising first, lazily.
 
     Sets are ordered by the slack of their uniform average (its best top-``T`` total) and
-    bounded by the LP in chunks of :data:`plugins.album.surrogate.LP_CHUNK`; within a chunk
+    bounded by the LP in chunks of :data:`vispriv.plugins.album.surrogate.LP_CHUNK`; within a chunk
     the best LP bound comes first. Beyond :data:`LP_SET_LIMIT` sets the LP is skipped.
     """
     order = np.argsort(-uniform_slack(A, fixed, J, cliques, T), kind="stable")

@@ -14,7 +14,7 @@ import heapq
 
 import numpy as np
 
-from harness.errors import InputError
+from vispriv.harness.errors import InputError
 
 
 def valid_coordinates(lat: np.ndarray, lon: np.ndarray) -> np.ndarray:

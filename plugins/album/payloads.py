@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness import Payload
-from harness.errors import InputError
+from vispriv.harness import Payload
+from vispriv.harness.errors import InputError
 
 
 def _check_flat(features: np.ndarray, offsets: np.ndarray, n_ids: int) -> tuple[np.ndarray, np.ndarray]:

@@ -21,7 +21,7 @@ from itertools import product
 
 import numpy as np
 
-from harness.errors import ConfigError, InputError
+from vispriv.harness.errors import ConfigError, InputError
 
 
 @dataclass

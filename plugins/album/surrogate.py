@@ -4,12 +4,12 @@ If the places of a set ``K`` all beat the true place under a keep mask ``z`` wit
 photos kept (``A[:, j] @ z >= 0`` for ``j`` in ``K``), then so does every convex
 combination ``A_K w`` (``w`` in the simplex): its total on ``z`` is a weighted sum of
 non-negative totals. Hence the exact single-place cap of the surrogate column ``A_K w``
-(:func:`plugins.album.pruning.caps`, supplement B) must be at least ``T``. A set for which
+(:func:`vispriv.plugins.album.pruning.caps`, supplement B) must be at least ``T``. A set for which
 some surrogate has a cap below ``T`` can never be part of the beating set of a solution
 that keeps ``T`` photos.
 
 This module turns that into three filters used by the exact top-k solver
-(:func:`plugins.album.milp.fast_topk`):
+(:func:`vispriv.plugins.album.milp.fast_topk`):
 
 * :func:`pair_compatibility` -- pairs ``(j, j')`` ruled out by ``w`` in
   :data:`PAIR_WEIGHTS` (the "conflict rows" ``h_j + h_j' <= 1``);
@@ -35,7 +35,7 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from plugins.album.pruning import caps
+from vispriv.plugins.album.pruning import caps
 
 PAIR_WEIGHTS: tuple[float, ...] = (0.25, 0.5, 0.75)
 PAIR_LIMIT = 400

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness import Attack, AttackResult, CellContext, Images, Payload
-from harness.artifacts import save_image_grid
+from vispriv.harness import Attack, AttackResult, CellContext, Images, Payload
+from vispriv.harness.artifacts import save_image_grid
 
 
 class AsReleased(Attack):

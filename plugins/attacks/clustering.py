@@ -12,11 +12,11 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from harness import Attack, AttackResult, CellContext
-from plugins.descriptor_release.attack_common import PublicDatabaseConfig, public_database, recovered
-from plugins.descriptor_release.datasets import SCENARIO, scene_public
-from plugins.descriptor_release.payloads import LiftedFeatures, RawFeatures, RecoveryTrace
-from plugins.descriptor_release.recovery import cluster_candidates, intersecting, select_candidates
+from vispriv.harness import Attack, AttackResult, CellContext
+from vispriv.plugins.descriptor_release.attack_common import PublicDatabaseConfig, public_database, recovered
+from vispriv.plugins.descriptor_release.datasets import SCENARIO, scene_public
+from vispriv.plugins.descriptor_release.payloads import LiftedFeatures, RawFeatures, RecoveryTrace
+from vispriv.plugins.descriptor_release.recovery import cluster_candidates, intersecting, select_candidates
 
 
 class ClusteringAttack(Attack):

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field
 
-from harness import Attack, AttackResult, CellContext, PluginConfig
-from harness.errors import InputError
-from plugins.descriptor_release.attack_common import recovered
-from plugins.descriptor_release.datasets import SCENARIO
-from plugins.descriptor_release.payloads import LiftedFeatures, RawFeatures, RecoveryTrace
-from plugins.descriptor_release.recovery import database_attack
+from vispriv.harness import Attack, AttackResult, CellContext, PluginConfig
+from vispriv.harness.errors import InputError
+from vispriv.plugins.descriptor_release.attack_common import recovered
+from vispriv.plugins.descriptor_release.datasets import SCENARIO
+from vispriv.plugins.descriptor_release.payloads import LiftedFeatures, RawFeatures, RecoveryTrace
+from vispriv.plugins.descriptor_release.recovery import database_attack
 
 #: A distance below this counts as "on the subspace" (the exact recovery of step 2).
 ZERO_DISTANCE = 1e-2

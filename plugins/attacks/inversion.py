@@ -27,14 +27,14 @@ import numpy as np
 from pydantic import Field
 from skimage.transform import resize
 
-from harness import Attack, AttackResult, CellContext, Images, Payload, PluginConfig
-from harness.artifacts import save_image_grid
-from harness.errors import ConfigError, InputError
-from harness.hashing import derive_seed
-from plugins.descriptor_release.inversion import InversionConfig, SparseFeatures, load_checkpoint, reconstruct, train_or_load
-from plugins.descriptor_release.inversion.data import variant_sets
-from plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, LiftedFeatures, RawFeatures
-from plugins.descriptor_release.sift import SiftConfig, extract_features
+from vispriv.harness import Attack, AttackResult, CellContext, Images, Payload, PluginConfig
+from vispriv.harness.artifacts import save_image_grid
+from vispriv.harness.errors import ConfigError, InputError
+from vispriv.harness.hashing import derive_seed
+from vispriv.plugins.descriptor_release.inversion import InversionConfig, SparseFeatures, load_checkpoint, reconstruct, train_or_load
+from vispriv.plugins.descriptor_release.inversion.data import variant_sets
+from vispriv.plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, LiftedFeatures, RawFeatures
+from vispriv.plugins.descriptor_release.sift import SiftConfig, extract_features
 
 SCENARIO = "descriptor-release"
 
@@ -166,7 +166,7 @@ class Dia(_Inversion):
     Config = DiaConfig
 
     def release_features(self, release: LiftedFeatures) -> SparseFeatures:
-        from plugins.descriptor_release.subspace import canonical_offsets
+        from vispriv.plugins.descriptor_release.subspace import canonical_offsets
 
         offsets = canonical_offsets(release.offsets, release.bases).cpu().numpy().astype(np.float32)
         channels = np.concatenate([offsets, release.bases.reshape(len(release.bases), -1)], axis=1)
@@ -176,8 +176,8 @@ class Dia(_Inversion):
         return f"{self.name}-m{release.m}"
 
     def public_features(self, variant: Images, release: LiftedFeatures, public: DescriptorPublic, ctx: CellContext) -> SparseFeatures:
-        from plugins.descriptor_release.dictionary import build_dictionary
-        from plugins.descriptor_release.subspace import N_SUB_DATABASES, lift, n_adversarial
+        from vispriv.plugins.descriptor_release.dictionary import build_dictionary
+        from vispriv.plugins.descriptor_release.subspace import N_SUB_DATABASES, lift, n_adversarial
 
         cfg = self.config
         sift = self.sift(public)
@@ -228,8 +228,8 @@ class InvertLdp(_Inversion):
         return f"{self.name}-m{release.m}-eps{eps}"
 
     def public_features(self, variant: Images, release: LdpFeatures, public: DescriptorPublic, ctx: CellContext) -> SparseFeatures:
-        from plugins.defenses.ldp_feat import LdpFeat
-        from plugins.descriptor_release import ldp
+        from vispriv.plugins.defenses.ldp_feat import LdpFeat
+        from vispriv.plugins.descriptor_release import ldp
 
         cfg = self.config
         sift = self.sift(public)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from harness import Attack, AttackResult, CellContext
-from plugins.descriptor_release.attack_common import PublicDatabaseConfig, public_database, recovered
-from plugins.descriptor_release.datasets import SCENARIO, scene_public
-from plugins.descriptor_release.payloads import LiftedFeatures, RawFeatures
-from plugins.descriptor_release.subspace import nearest_to_subspaces
+from vispriv.harness import Attack, AttackResult, CellContext
+from vispriv.plugins.descriptor_release.attack_common import PublicDatabaseConfig, public_database, recovered
+from vispriv.plugins.descriptor_release.datasets import SCENARIO, scene_public
+from vispriv.plugins.descriptor_release.payloads import LiftedFeatures, RawFeatures
+from vispriv.plugins.descriptor_release.subspace import nearest_to_subspaces
 
 
 class NearestAttack(Attack):

@@ -14,9 +14,9 @@ from typing import Literal
 
 import numpy as np
 
-from harness import Attack, AttackResult, CellContext, PluginConfig, Rankings
-from harness.errors import InputError
-from plugins.album.payloads import GeoModels, KeptAlbums
+from vispriv.harness import Attack, AttackResult, CellContext, PluginConfig, Rankings
+from vispriv.harness.errors import InputError
+from vispriv.plugins.album.payloads import GeoModels, KeptAlbums
 
 
 class ProxyGeolocator(Attack):

@@ -18,14 +18,14 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from harness import CellContext, Defense, Images, PluginConfig, Protected
-from harness.errors import ConfigError
-from plugins.descriptor_release.datasets import SCENARIO, scene_public
-from plugins.descriptor_release.dictionary import build_dictionary
-from plugins.descriptor_release.matching import MatchingConfig, evaluate_utility, utility_directions
-from plugins.descriptor_release.payloads import LiftedFeatures, LiftingTruth, RawFeatures
-from plugins.descriptor_release.sift import extract_features
-from plugins.descriptor_release.subspace import N_SUB_DATABASES, lift_features, n_adversarial
+from vispriv.harness import CellContext, Defense, Images, PluginConfig, Protected
+from vispriv.harness.errors import ConfigError
+from vispriv.plugins.descriptor_release.datasets import SCENARIO, scene_public
+from vispriv.plugins.descriptor_release.dictionary import build_dictionary
+from vispriv.plugins.descriptor_release.matching import MatchingConfig, evaluate_utility, utility_directions
+from vispriv.plugins.descriptor_release.payloads import LiftedFeatures, LiftingTruth, RawFeatures
+from vispriv.plugins.descriptor_release.sift import extract_features
+from vispriv.plugins.descriptor_release.subspace import N_SUB_DATABASES, lift_features, n_adversarial
 
 
 class AffineLifting(Defense):

@@ -4,7 +4,7 @@ the true place leaves the top-k of a location classifier.
 Modes: ``greedy`` / ``greedy-budget`` (the paper's baseline, section 3), ``top1-exact``
 (the polynomial algorithm of supplement B), ``milp-topk`` (problem 3/6) and
 ``milp-budget`` (problem 4/7), the MILPs in the ``fast`` or the paper's ``naive``
-formulation (:mod:`plugins.album.milp`). Scores come from the defender's proxy
+formulation (:mod:`vispriv.plugins.album.milp`). Scores come from the defender's proxy
 classifier with the black-box margin ``theta`` (eq. 8) added to the true place, or from
 the adversary's own model (``scores_from: adversary``, the white-box setting).
 
@@ -22,11 +22,11 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from harness import CellContext, Defense, Labels, PluginConfig, Protected
-from harness.errors import InputError
-from plugins.album import milp
-from plugins.album.payloads import Albums, GeoModels, KeptAlbums
-from plugins.album.pruning import (
+from vispriv.harness import CellContext, Defense, Labels, PluginConfig, Protected
+from vispriv.harness.errors import InputError
+from vispriv.plugins.album import milp
+from vispriv.plugins.album.payloads import Albums, GeoModels, KeptAlbums
+from vispriv.plugins.album.pruning import (
     PruneResult,
     advantage,
     check_k,

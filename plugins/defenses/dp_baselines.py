@@ -26,19 +26,19 @@ import time
 import numpy as np
 from pydantic import Field
 
-from harness import CellContext, Defense, Protected
-from plugins.federated import linear
-from plugins.federated import paillier as pl
-from plugins.federated.config import FederatedConfig
-from plugins.federated.outcome import accuracy_curve, base_utility, target_ids, target_truth
-from plugins.federated.payloads import (
+from vispriv.harness import CellContext, Defense, Protected
+from vispriv.plugins.federated import linear
+from vispriv.plugins.federated import paillier as pl
+from vispriv.plugins.federated.config import FederatedConfig
+from vispriv.plugins.federated.outcome import accuracy_curve, base_utility, target_ids, target_truth
+from vispriv.plugins.federated.payloads import (
     FederatedData,
     FederatedPublic,
     PlaintextUpdates,
     PublishedAverage,
     require_public,
 )
-from plugins.federated.protocol import FederatedRun, initial_classifier, run_federated
+from vispriv.plugins.federated.protocol import FederatedRun, initial_classifier, run_federated
 
 
 class Prr10Config(FederatedConfig):

@@ -3,7 +3,7 @@
 The release is what the aggregator holds: every message's ciphertexts zeta(v) and
 doubly permuted indices Phi(K), the public key n, and the published averages. Never the
 private key, phi or any phi^(n) (those stay inside the role objects of
-:mod:`plugins.federated.roles`).
+:mod:`vispriv.plugins.federated.roles`).
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field
 
-from harness import CellContext, Defense, Protected
-from harness.errors import InputError
-from plugins.federated import paillier as pl
-from plugins.federated.config import FederatedConfig
-from plugins.federated.outcome import accuracy_curve, base_utility, target_ids, target_truth
-from plugins.federated.payloads import EncryptedUpdates, FederatedData, FederatedPublic, require_public
-from plugins.federated.protocol import DpheSettings, run_federated
+from vispriv.harness import CellContext, Defense, Protected
+from vispriv.harness.errors import InputError
+from vispriv.plugins.federated import paillier as pl
+from vispriv.plugins.federated.config import FederatedConfig
+from vispriv.plugins.federated.outcome import accuracy_curve, base_utility, target_ids, target_truth
+from vispriv.plugins.federated.payloads import EncryptedUpdates, FederatedData, FederatedPublic, require_public
+from vispriv.plugins.federated.protocol import DpheSettings, run_federated
 
 
 class DpheConfig(FederatedConfig):

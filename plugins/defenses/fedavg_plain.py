@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from harness import CellContext, Defense, Protected
-from plugins.federated.config import FederatedConfig
-from plugins.federated.outcome import accuracy_curve, base_utility, target_ids, target_truth
-from plugins.federated.payloads import FederatedData, FederatedPublic, PlaintextUpdates, require_public
-from plugins.federated.protocol import run_federated
+from vispriv.harness import CellContext, Defense, Protected
+from vispriv.plugins.federated.config import FederatedConfig
+from vispriv.plugins.federated.outcome import accuracy_curve, base_utility, target_ids, target_truth
+from vispriv.plugins.federated.payloads import FederatedData, FederatedPublic, PlaintextUpdates, require_public
+from vispriv.plugins.federated.protocol import run_federated
 
 
 class PlainFedAvg(Defense):

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from harness import CellContext, Defense, Images, PluginConfig, Protected
-from plugins.descriptor_release.datasets import SCENARIO, scene_public
-from plugins.descriptor_release.matching import MatchingConfig, evaluate_utility, utility_directions
-from plugins.descriptor_release.payloads import RawFeatures
-from plugins.descriptor_release.sift import extract_features
+from vispriv.harness import CellContext, Defense, Images, PluginConfig, Protected
+from vispriv.plugins.descriptor_release.datasets import SCENARIO, scene_public
+from vispriv.plugins.descriptor_release.matching import MatchingConfig, evaluate_utility, utility_directions
+from vispriv.plugins.descriptor_release.payloads import RawFeatures
+from vispriv.plugins.descriptor_release.sift import extract_features
 
 
 class RawFeaturesRelease(Defense):

@@ -9,7 +9,7 @@ uint8 SIFT domain, |K| = 2^1024 (section 5.2), whose Pr(u=1) is computed in log 
 Each cell logs utility metrics (``utility/...`` in MLflow; names in docs/ldp_feat.md):
 the analytic and empirical inclusion rate of d', the quantisation error, the matching
 utility with all m candidates per keypoint + RANSAC, and ``epsilon_empirical_lb`` of the
-attack-agnostic privacy audit (:mod:`plugins.descriptor_release.privacy_audit`), run on
+attack-agnostic privacy audit (:mod:`vispriv.plugins.descriptor_release.privacy_audit`), run on
 two public dictionary entries (never on private descriptors, so nothing private is logged).
 """
 
@@ -23,13 +23,13 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from harness import CellContext, Defense, Images, Payload, PluginConfig, Protected
-from harness.errors import InputError
-from plugins.descriptor_release import ldp
-from plugins.descriptor_release.matching import MatchingConfig
-from plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, RawFeatures
-from plugins.descriptor_release.privacy_audit import AuditResult, VectorIds, audit_finite_set
-from plugins.descriptor_release.sift import SiftConfig, extract_features
+from vispriv.harness import CellContext, Defense, Images, Payload, PluginConfig, Protected
+from vispriv.harness.errors import InputError
+from vispriv.plugins.descriptor_release import ldp
+from vispriv.plugins.descriptor_release.matching import MatchingConfig
+from vispriv.plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, RawFeatures
+from vispriv.plugins.descriptor_release.privacy_audit import AuditResult, VectorIds, audit_finite_set
+from vispriv.plugins.descriptor_release.sift import SiftConfig, extract_features
 
 #: Trials of the audit for the naive variant (each trial is m * 128 bytes).
 NAIVE_AUDIT_TRIALS = 20_000
@@ -107,7 +107,7 @@ class LdpFeat(Defense):
         A deterministic function of the public images and the config (``dictionary_seed``),
         not of the cell's seed, so an attacker who knows the config rebuilds exactly K.
         """
-        from plugins.descriptor_release.dictionary import build_dictionary
+        from vispriv.plugins.descriptor_release.dictionary import build_dictionary
 
         cfg = self.config
         if not isinstance(public, DescriptorPublic):
@@ -239,7 +239,7 @@ class LdpFeat(Defense):
         The evaluator privatises the query side afresh (an independent draw of the same
         mechanism, same dictionary and quantiser) and matches it to raw reference features.
         """
-        from plugins.descriptor_release.matching import evaluate_utility
+        from vispriv.plugins.descriptor_release.matching import evaluate_utility
 
         cfg = self.config
         rng = ctx.rng("ldp-feat", "utility")
@@ -263,7 +263,7 @@ def candidate_distance(a: object, a_rows: np.ndarray, b: object, b_rows: np.ndar
     to a reference descriptor is that of its closest candidate. Raw-to-raw pairs fall back
     to the shared Euclidean distance.
     """
-    from plugins.descriptor_release.matching import pair_distance
+    from vispriv.plugins.descriptor_release.matching import pair_distance
 
     if not isinstance(a, LdpFeatures) or not isinstance(b, RawFeatures):
         return pair_distance(a, a_rows, b, b_rows)

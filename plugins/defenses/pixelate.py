@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field
 
-from harness import CellContext, Defense, Images, Payload, PluginConfig, Protected
-from harness.errors import InputError
+from vispriv.harness import CellContext, Defense, Images, Payload, PluginConfig, Protected
+from vispriv.harness.errors import InputError
 
 
 class PublishAsIs(Defense):

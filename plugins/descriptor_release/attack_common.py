@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field
 
-from harness import Cache, PluginConfig
-from plugins.descriptor_release.dictionary import build_dictionary
-from plugins.descriptor_release.payloads import DescriptorPublic, LiftedFeatures, RawFeatures
+from vispriv.harness import Cache, PluginConfig
+from vispriv.plugins.descriptor_release.dictionary import build_dictionary
+from vispriv.plugins.descriptor_release.payloads import DescriptorPublic, LiftedFeatures, RawFeatures
 
 
 class PublicDatabaseConfig(PluginConfig):

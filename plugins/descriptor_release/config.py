@@ -1,7 +1,7 @@
 """Configuration shared by every plugin of the descriptor-release scenario.
 
 :class:`SiftConfig` lives here (re-exported by :mod:`.sift`) so that the scene's public
-knowledge (:class:`~plugins.descriptor_release.payloads.DescriptorPublic`) can carry the one
+knowledge (:class:`~vispriv.plugins.descriptor_release.payloads.DescriptorPublic`) can carry the one
 extraction setting that the defense and the attackers' databases must share.
 """
 
@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from harness import PluginConfig
+from vispriv.harness import PluginConfig
 
 #: Smallest image side SIFT is run on; smaller images are rejected with an InputError.
 MIN_IMAGE_SIDE = 32

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness import Cache, Images
-from harness.errors import InputError
-from harness.hashing import fingerprint
-from plugins.descriptor_release.payloads import DESCRIPTOR_DIM
-from plugins.descriptor_release.sift import SiftConfig, extract_features, l2_normalise
+from vispriv.harness import Cache, Images
+from vispriv.harness.errors import InputError
+from vispriv.harness.hashing import fingerprint
+from vispriv.plugins.descriptor_release.payloads import DESCRIPTOR_DIM
+from vispriv.plugins.descriptor_release.sift import SiftConfig, extract_features, l2_normalise
 
 DICTIONARY_VERSION = "1.0"
 

@@ -1,11 +1,11 @@
 """Registers the plugins of this scenario (entry point in pyproject.toml)."""
 
-from harness import hookimpl
+from vispriv.harness import hookimpl
 
 
 @hookimpl
 def vispriv_register_datasets(register):
-    from plugins.descriptor_release.datasets import BundledImages, ImageFolder
+    from vispriv.plugins.descriptor_release.datasets import BundledImages, ImageFolder
 
     register(BundledImages)
     register(ImageFolder)
@@ -13,10 +13,10 @@ def vispriv_register_datasets(register):
 
 @hookimpl
 def vispriv_register_attacks(register):
-    from plugins.attacks.clustering import ClusteringAttack
-    from plugins.attacks.database import DatabaseAttack
-    from plugins.attacks.inversion import ATTACKS as INVERSION_ATTACKS
-    from plugins.attacks.nearest import NearestAttack
+    from vispriv.plugins.attacks.clustering import ClusteringAttack
+    from vispriv.plugins.attacks.database import DatabaseAttack
+    from vispriv.plugins.attacks.inversion import ATTACKS as INVERSION_ATTACKS
+    from vispriv.plugins.attacks.nearest import NearestAttack
 
     for cls in (NearestAttack, DatabaseAttack, ClusteringAttack, *INVERSION_ATTACKS):
         register(cls)
@@ -24,8 +24,8 @@ def vispriv_register_attacks(register):
 
 @hookimpl
 def vispriv_register_metrics(register):
-    from plugins.metrics.descriptor_recovery import DescriptorRecovery, LiftingAssumptions
-    from plugins.metrics.inversion_report import ReconstructionReport
+    from vispriv.plugins.metrics.descriptor_recovery import DescriptorRecovery, LiftingAssumptions
+    from vispriv.plugins.metrics.inversion_report import ReconstructionReport
 
     for cls in (DescriptorRecovery, LiftingAssumptions, ReconstructionReport):
         register(cls)
@@ -33,9 +33,9 @@ def vispriv_register_metrics(register):
 
 @hookimpl
 def vispriv_register_defenses(register):
-    from plugins.defenses.affine_lifting import AffineLifting
-    from plugins.defenses.identity_features import RawFeaturesRelease
-    from plugins.defenses.ldp_feat import LdpFeat
+    from vispriv.plugins.defenses.affine_lifting import AffineLifting
+    from vispriv.plugins.defenses.identity_features import RawFeaturesRelease
+    from vispriv.plugins.defenses.ldp_feat import LdpFeat
 
     for cls in (RawFeaturesRelease, AffineLifting, LdpFeat):
         register(cls)

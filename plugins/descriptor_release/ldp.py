@@ -29,9 +29,9 @@ from typing import Literal
 
 import numpy as np
 
-from harness import Cache
-from harness.errors import InputError
-from plugins.descriptor_release.payloads import DESCRIPTOR_DIM
+from vispriv.harness import Cache
+from vispriv.harness.errors import InputError
+from vispriv.plugins.descriptor_release.payloads import DESCRIPTOR_DIM
 
 #: log |K| of the naive domain: all 128-byte uint8 SIFT descriptors, |K| = 2^(8*128).
 NAIVE_LOG_DOMAIN_SIZE = 8 * DESCRIPTOR_DIM * math.log(2.0)
@@ -141,7 +141,7 @@ class Quantiser:
     """Deterministic nearest-neighbour map of descriptors to dictionary ids (step 1 of section 5.2).
 
     Approximate indexes are built once per (dictionary, build settings) and, given a
-    :class:`harness.Cache`, stored serialised (``faiss.serialize_index``) so a sweep over
+    :class:`vispriv.harness.Cache`, stored serialised (``faiss.serialize_index``) so a sweep over
     ε and m reuses one graph; search settings (``ef_search``, ``nprobe``) are applied after
     loading and are not part of the key.
     """

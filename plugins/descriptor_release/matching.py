@@ -40,11 +40,11 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from harness import Cache, Images, PluginConfig
-from harness.errors import ConfigError, InputError
-from plugins.descriptor_release.payloads import LiftedFeatures, RawFeatures
-from plugins.descriptor_release.sift import SiftConfig, extract_features
-from plugins.descriptor_release.subspace import point_subspace_sqdist, subspace_sqdist
+from vispriv.harness import Cache, Images, PluginConfig
+from vispriv.harness.errors import ConfigError, InputError
+from vispriv.plugins.descriptor_release.payloads import LiftedFeatures, RawFeatures
+from vispriv.plugins.descriptor_release.sift import SiftConfig, extract_features
+from vispriv.plugins.descriptor_release.subspace import point_subspace_sqdist, subspace_sqdist
 
 ProtectFn = Callable[[RawFeatures], Any]
 DistanceFn = Callable[[Any, np.ndarray, Any, np.ndarray], np.ndarray]
@@ -222,7 +222,7 @@ def _stereo_utility(
     sift_cfg: SiftConfig, protect: ProtectFn, cfg: MatchingConfig, seed: int,
     distance: DistanceFn, protect_reference: bool, cache: Cache | None,
 ) -> dict[str, float]:
-    from harness.data.bundled import load_stereo_motorcycle
+    from vispriv.harness.data.bundled import load_stereo_motorcycle
 
     left, right, disp = load_stereo_motorcycle(cfg.stereo_width)
     left_raw = extract_features(Images(left[None], ["motorcycle_left"]), sift_cfg, cache)

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness import Images, Payload
-from harness.errors import InputError
-from plugins.descriptor_release.config import SiftConfig
+from vispriv.harness import Images, Payload
+from vispriv.harness.errors import InputError
+from vispriv.plugins.descriptor_release.config import SiftConfig
 
 DESCRIPTOR_DIM = 128
 

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import beta
 
-from harness.errors import InputError
+from vispriv.harness.errors import InputError
 
 #: M(x, n, rng) -> (n, s) int64 element ids, one released set per row (-1 pads smaller sets).
 SetMechanism = Callable[[Any, int, np.random.Generator], np.ndarray]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from plugins.descriptor_release.subspace import (
+from vispriv.plugins.descriptor_release.subspace import (
     canonical_offsets,
     nearest_to_subspaces,
     project,

@@ -35,11 +35,11 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from harness import Cache, Images
-from harness.errors import InputError
-from harness.hashing import fingerprint
-from plugins.descriptor_release.config import MIN_IMAGE_SIDE, SiftConfig
-from plugins.descriptor_release.payloads import DESCRIPTOR_DIM, RawFeatures
+from vispriv.harness import Cache, Images
+from vispriv.harness.errors import InputError
+from vispriv.harness.hashing import fingerprint
+from vispriv.plugins.descriptor_release.config import MIN_IMAGE_SIDE, SiftConfig
+from vispriv.plugins.descriptor_release.payloads import DESCRIPTOR_DIM, RawFeatures
 
 #: Version of the extraction code, part of every cache key.
 SIFT_VERSION = "1.0"
@@ -176,7 +176,7 @@ def extract_features(images: Images, cfg: SiftConfig, cache: Cache | None = None
         have no rows. Raises :class:`InputError` for images smaller than 32 px a side.
     """
     if not isinstance(images, Images):
-        raise InputError(f"extract_features needs harness.Images; got {type(images).__name__}")
+        raise InputError(f"extract_features needs vispriv.harness.Images; got {type(images).__name__}")
     h, w = images.images.shape[1:3]
     if cfg.image_size is None and min(h, w) < MIN_IMAGE_SIDE:
         raise InputError(f"images are {h}x{w} px; SIFT needs at least {MIN_IMAGE_SIDE} px a side (or set image_size)")

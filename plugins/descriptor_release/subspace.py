@@ -26,8 +26,8 @@ from typing import Literal
 import numpy as np
 import torch
 
-from harness.errors import ConfigError, InputError
-from plugins.descriptor_release.payloads import DESCRIPTOR_DIM, LiftedFeatures, RawFeatures
+from vispriv.harness.errors import ConfigError, InputError
+from vispriv.plugins.descriptor_release.payloads import DESCRIPTOR_DIM, LiftedFeatures, RawFeatures
 
 LiftingMode = Literal["random", "adversarial", "hybrid", "sub-hybrid"]
 #: Number of contiguous sub-databases of sub-hybrid lifting (ref [11]).
@@ -336,7 +336,7 @@ def subspace_sqdist(
 
 def sub_database_of(image_ids: list[str], seed: int) -> np.ndarray:
     """The sub-database (0..15) of each image, seeded by the image id (ref [11]'s sub-hybrid)."""
-    from harness.hashing import derive_seed
+    from vispriv.harness.hashing import derive_seed
 
     return np.array([derive_seed(seed, "sub-database", i) % N_SUB_DATABASES for i in image_ids], np.int64)
 

@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from harness import PluginConfig
-from plugins.federated.linear import LocalTraining
+from vispriv.harness import PluginConfig
+from vispriv.plugins.federated.linear import LocalTraining
 
 
 class FederatedConfig(PluginConfig):

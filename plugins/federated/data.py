@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.errors import InputError
-from plugins.federated.payloads import FederatedData, FederatedPublic
+from vispriv.harness.errors import InputError
+from vispriv.plugins.federated.payloads import FederatedData, FederatedPublic
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp"}
 

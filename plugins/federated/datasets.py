@@ -6,10 +6,10 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from harness import CellContext, Dataset, PluginConfig, Scene
-from harness.errors import ConfigError
-from plugins.federated.data import load_digits_source, load_image_folder, load_lfw_source, split_users
-from plugins.federated.payloads import FederatedData, FederatedPublic
+from vispriv.harness import CellContext, Dataset, PluginConfig, Scene
+from vispriv.harness.errors import ConfigError
+from vispriv.plugins.federated.data import load_digits_source, load_image_folder, load_lfw_source, split_users
+from vispriv.plugins.federated.payloads import FederatedData, FederatedPublic
 
 
 class FederatedImagesConfig(PluginConfig):

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness import CellContext, Images, Metric
-from harness.artifacts import save_image_grid
-from harness.errors import InputError
+from vispriv.harness import CellContext, Images, Metric
+from vispriv.harness.artifacts import save_image_grid
+from vispriv.harness.errors import InputError
 
 
 class LeakCorrelation(Metric):

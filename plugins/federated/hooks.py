@@ -1,20 +1,20 @@
 """Registers the plugins of this scenario (entry point in pyproject.toml)."""
 
-from harness import hookimpl
+from vispriv.harness import hookimpl
 
 
 @hookimpl
 def vispriv_register_datasets(register):
-    from plugins.federated.datasets import FederatedImages
+    from vispriv.plugins.federated.datasets import FederatedImages
 
     register(FederatedImages)
 
 
 @hookimpl
 def vispriv_register_defenses(register):
-    from plugins.defenses.dp_baselines import Prr10, Ra12
-    from plugins.defenses.dphe import Dphe
-    from plugins.defenses.fedavg_plain import PlainFedAvg
+    from vispriv.plugins.defenses.dp_baselines import Prr10, Ra12
+    from vispriv.plugins.defenses.dphe import Dphe
+    from vispriv.plugins.defenses.fedavg_plain import PlainFedAvg
 
     for cls in (PlainFedAvg, Dphe, Prr10, Ra12):
         register(cls)
@@ -22,13 +22,13 @@ def vispriv_register_defenses(register):
 
 @hookimpl
 def vispriv_register_attacks(register):
-    from plugins.attacks.gradient_leakage import GradientLeakage
+    from vispriv.plugins.attacks.gradient_leakage import GradientLeakage
 
     register(GradientLeakage)
 
 
 @hookimpl
 def vispriv_register_metrics(register):
-    from plugins.federated.grid_metric import LeakCorrelation
+    from vispriv.plugins.federated.grid_metric import LeakCorrelation
 
     register(LeakCorrelation)

@@ -24,8 +24,8 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from harness import PluginConfig
-from harness.errors import InputError
+from vispriv.harness import PluginConfig
+from vispriv.harness.errors import InputError
 
 
 class LocalTraining(PluginConfig):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness import CellContext, Images, Labels
-from harness.artifacts import save_csv
-from plugins.federated.payloads import FederatedData
-from plugins.federated.protocol import FederatedRun
+from vispriv.harness import CellContext, Images, Labels
+from vispriv.harness.artifacts import save_csv
+from vispriv.plugins.federated.payloads import FederatedData
+from vispriv.plugins.federated.protocol import FederatedRun
 
 
 def target_ids(rounds: int, n_users: int) -> list[list[str]]:

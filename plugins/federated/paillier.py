@@ -31,7 +31,7 @@ import numpy as np
 from phe import paillier
 from phe.encoding import EncodedNumber
 
-from harness.errors import InputError
+from vispriv.harness.errors import InputError
 
 BASE = 16
 EXPONENT = -8

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from harness import Payload
-from harness.errors import InputError
+from vispriv.harness import Payload
+from vispriv.harness.errors import InputError
 
 
 def _finite(name: str, arr: np.ndarray) -> None:

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness import CellContext
-from harness.errors import InputError
-from plugins.federated import linear
-from plugins.federated import paillier as pl
-from plugins.federated.payloads import FederatedData, FederatedPublic
-from plugins.federated.roles import Aggregator, KeyGenerator, Message, User
+from vispriv.harness import CellContext
+from vispriv.harness.errors import InputError
+from vispriv.plugins.federated import linear
+from vispriv.plugins.federated import paillier as pl
+from vispriv.plugins.federated.payloads import FederatedData, FederatedPublic
+from vispriv.plugins.federated.roles import Aggregator, KeyGenerator, Message, User
 
 #: A hook that perturbs a user's update (RA12's noise): (user, w_bar, w_new, rng) -> w_new.
 Perturb = Callable[[int, np.ndarray, np.ndarray, np.random.Generator], np.ndarray]

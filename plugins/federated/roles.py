@@ -26,8 +26,8 @@ import gmpy2
 import numpy as np
 from phe import paillier
 
-from harness.errors import InputError
-from plugins.federated import paillier as pl
+from vispriv.harness.errors import InputError
+from vispriv.plugins.federated import paillier as pl
 
 
 def _secret_rng() -> np.random.Generator:

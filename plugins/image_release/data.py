@@ -8,7 +8,7 @@ from skimage import data as skdata
 from skimage.color import gray2rgb, rgba2rgb
 from skimage.transform import resize
 
-from harness import CellContext, Dataset, Images, PluginConfig, Scene
+from vispriv.harness import CellContext, Dataset, Images, PluginConfig, Scene
 
 #: Photos shipped inside scikit-image (no download): private and public halves.
 PRIVATE_NAMES = ("astronaut", "coffee", "chelsea", "camera")

@@ -1,9 +1,9 @@
 """Registers the image-release scenario (entry point ``image-release``)."""
 
-from harness import hookimpl
-from plugins.attacks.as_released import AsReleased
-from plugins.defenses.pixelate import Pixelate, PublishAsIs
-from plugins.image_release.data import SampleImages
+from vispriv.harness import hookimpl
+from vispriv.plugins.attacks.as_released import AsReleased
+from vispriv.plugins.defenses.pixelate import Pixelate, PublishAsIs
+from vispriv.plugins.image_release.data import SampleImages
 
 
 @hookimpl

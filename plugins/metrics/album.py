@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness import CellContext, Labels, Metric, Rankings
-from harness.errors import InputError
+from vispriv.harness import CellContext, Labels, Metric, Rankings
+from vispriv.harness.errors import InputError
 
 
 class ProtectedK(Metric):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness import CellContext, Labels, Metric, PluginConfig, Rankings
-from harness.errors import InputError
+from vispriv.harness import CellContext, Labels, Metric, PluginConfig, Rankings
+from vispriv.harness.errors import InputError
 
 
 def _aligned_labels(truth: Labels, ids: list[str]) -> np.ndarray:

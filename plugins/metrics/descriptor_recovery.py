@@ -18,11 +18,11 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field
 
-from harness import CellContext, Metric, PluginConfig
-from harness.errors import InputError
-from plugins.descriptor_release.payloads import LiftingTruth, RawFeatures, RecoveryTrace
-from plugins.descriptor_release.sift import l2_normalise
-from plugins.descriptor_release.subspace import point_subspace_sqdist
+from vispriv.harness import CellContext, Metric, PluginConfig
+from vispriv.harness.errors import InputError
+from vispriv.plugins.descriptor_release.payloads import LiftingTruth, RawFeatures, RecoveryTrace
+from vispriv.plugins.descriptor_release.sift import l2_normalise
+from vispriv.plugins.descriptor_release.subspace import point_subspace_sqdist
 
 
 def _ratio_ok(dist: np.ndarray, ratio: float) -> tuple[np.ndarray, np.ndarray]:

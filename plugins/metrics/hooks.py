@@ -1,8 +1,8 @@
 """Registers the generic metrics (entry point ``metrics``)."""
 
-from harness import hookimpl
-from plugins.metrics.classification import Accuracy, TopKAccuracy
-from plugins.metrics.image_quality import MAE, PSNR, SSIM
+from vispriv.harness import hookimpl
+from vispriv.plugins.metrics.classification import Accuracy, TopKAccuracy
+from vispriv.plugins.metrics.image_quality import MAE, PSNR, SSIM
 
 
 @hookimpl

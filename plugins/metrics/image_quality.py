@@ -12,8 +12,8 @@ from typing import ClassVar
 import numpy as np
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
-from harness import CellContext, Images, Metric
-from harness.errors import InputError
+from vispriv.harness import CellContext, Images, Metric
+from vispriv.harness.errors import InputError
 
 
 def _paired(truth: Images, estimate: Images) -> tuple[np.ndarray, np.ndarray]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness import CellContext, Images, Metric
-from harness.artifacts import save_csv, save_image_grid
-from plugins.metrics.image_quality import per_image_quality
+from vispriv.harness import CellContext, Images, Metric
+from vispriv.harness.artifacts import save_csv, save_image_grid
+from vispriv.plugins.metrics.image_quality import per_image_quality
 
 
 class ReconstructionReport(Metric):

@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from harness import Cache, CellContext, Labels, Rankings
-from harness.errors import ConfigError, InputError
-from plugins.album.dataset import AlbumWorld
-from plugins.album.partition import assign, partition
-from plugins.album.payloads import Albums, KeptAlbums
-from plugins.attacks.proxy_geolocator import ProxyGeolocator
-from plugins.defenses.album_pruning import AlbumPruning, NoPruning
-from plugins.metrics.album import ProtectedK
-from plugins.metrics.classification import TopKAccuracy
+from vispriv.harness import Cache, CellContext, Labels, Rankings
+from vispriv.harness.errors import ConfigError, InputError
+from vispriv.plugins.album.dataset import AlbumWorld
+from vispriv.plugins.album.partition import assign, partition
+from vispriv.plugins.album.payloads import Albums, KeptAlbums
+from vispriv.plugins.attacks.proxy_geolocator import ProxyGeolocator
+from vispriv.plugins.defenses.album_pruning import AlbumPruning, NoPruning
+from vispriv.plugins.metrics.album import ProtectedK
+from vispriv.plugins.metrics.classification import TopKAccuracy
 
 TINY = dict(n_places=16, dim=16, train_per_place=40, epochs=3, n_albums=6)
 

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from harness.errors import ConfigError, InputError
-from plugins.album import milp
-from plugins.album.pruning import (
+from vispriv.harness.errors import ConfigError, InputError
+from vispriv.plugins.album import milp
+from vispriv.plugins.album.pruning import (
     advantage,
     brute_force_budget,
     brute_force_topk,

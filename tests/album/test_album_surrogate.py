@@ -10,9 +10,9 @@ from itertools import combinations, product
 import numpy as np
 import pytest
 
-from plugins.album import milp
-from plugins.album.pruning import advantage, brute_force_topk, caps
-from plugins.album.surrogate import LP_TOLERANCE, lp_bounds, surviving_cliques
+from vispriv.plugins.album import milp
+from vispriv.plugins.album.pruning import advantage, brute_force_topk, caps
+from vispriv.plugins.album.surrogate import LP_TOLERANCE, lp_bounds, surviving_cliques
 
 
 def _albums(n_albums: int, seed: int):

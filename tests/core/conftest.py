@@ -18,7 +18,7 @@ SITE_BROKEN = FIXTURES / "site_broken"
 @pytest.fixture
 def toy_registry(monkeypatch):
     """A registry holding the built-ins and the toy plugins (loaded through their entry point)."""
-    from harness.registry import load_registry
+    from vispriv.harness.registry import load_registry
 
     monkeypatch.syspath_prepend(str(SITE_OK))
     monkeypatch.delenv("VISPRIV_PLUGINS", raising=False)
@@ -57,7 +57,7 @@ def run_cli(tmp_path):
         full_env["VISPRIV_PLUGINS"] = "toy,broken,metrics,image-release"
         full_env.update(env or {})
         return subprocess.run(
-            [sys.executable, "-m", "harness.cli", *args],
+            [sys.executable, "-m", "vispriv", *args],
             cwd=tmp_path, env=full_env, capture_output=True, text=True, timeout=timeout,
         )
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.config import apply_overrides, load_config, validate_config
-from harness.errors import ConfigError, PluginError
-from harness.matrix import build_matrix
+from vispriv.harness.config import apply_overrides, load_config, validate_config
+from vispriv.harness.errors import ConfigError, PluginError
+from vispriv.harness.matrix import build_matrix
 
 from conftest import toy_config
 
@@ -97,7 +97,7 @@ def test_overrides_set_values_and_sweeps():
 
 
 def test_list_typed_parameter_is_not_a_sweep(toy_registry):
-    from harness.matrix import expand_entry
+    from vispriv.harness.matrix import expand_entry
 
     single = expand_entry(toy_registry, "metric", {"name": "topk-accuracy", "ks": [1, 3]})
     assert len(single) == 1 and single[0].config.ks == (1, 3)

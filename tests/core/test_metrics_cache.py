@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness import Cache, CellContext, Images, Labels, Rankings
-from harness.errors import InputError
-from plugins.metrics.classification import Accuracy, TopKAccuracy
-from plugins.metrics.image_quality import MAE, PSNR, SSIM
+from vispriv.harness import Cache, CellContext, Images, Labels, Rankings
+from vispriv.harness.errors import InputError
+from vispriv.plugins.metrics.classification import Accuracy, TopKAccuracy
+from vispriv.plugins.metrics.image_quality import MAE, PSNR, SSIM
 
 CTX = CellContext()
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import PluginError
-from harness.registry import Registry, load_registry
+from vispriv.harness.errors import PluginError
+from vispriv.harness.registry import Registry, load_registry
 
 SITE_OK = Path(__file__).parent / "fixtures" / "site_ok"
 SITE_BROKEN = Path(__file__).parent / "fixtures" / "site_broken"

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import validate_config
-from harness.errors import TrackingError
-from harness.execute import clear_memo
-from harness.matrix import build_matrix
-from harness.report import collect, write_report
-from harness.runner import MatrixInterrupted, run_matrix
-from harness.tracking import Tracker
+from vispriv.harness.config import validate_config
+from vispriv.harness.errors import TrackingError
+from vispriv.harness.execute import clear_memo
+from vispriv.harness.matrix import build_matrix
+from vispriv.harness.report import collect, write_report
+from vispriv.harness.runner import MatrixInterrupted, run_matrix
+from vispriv.harness.tracking import Tracker
 
 from conftest import SITE_OK, toy_config
 
@@ -79,7 +79,7 @@ def test_end_to_end_store_layout_and_report(toy_registry, tracker, tmp_path):
 
 
 def test_secret_config_never_reaches_the_attack(toy_registry, tracker, tmp_path):
-    from harness.execute import _MEMO
+    from vispriv.harness.execute import _MEMO
 
     _run(toy_config(defenses=[{"name": "toy-noise", "secret_key": 12345}]), toy_registry, tracker, tmp_path)
     protected = [v for v in _MEMO.values() if hasattr(v, "release")][0]
@@ -106,7 +106,7 @@ def test_resume_skips_finished_cells(toy_registry, tracker, tmp_path):
 
 
 def test_interrupt_keeps_finished_cells(toy_registry, tracker, tmp_path, monkeypatch):
-    import harness.executors as executors
+    import vispriv.harness.executors as executors
 
     real = executors.run_cell
     calls = {"n": 0}
@@ -140,7 +140,7 @@ def test_unopenable_tracking_uri(tmp_path):
 
 
 def test_report_on_unknown_experiment(tracker):
-    from harness.errors import VisprivError
+    from vispriv.harness.errors import VisprivError
 
     with pytest.raises(VisprivError, match="no experiment 'nope'"):
         collect(tracker, "nope")
@@ -165,7 +165,7 @@ def test_ctrl_c_then_resume_in_a_real_process(tmp_path, write_config):
                                   defenses=[{"name": "toy-noise", "sigma": [0.1, 0.2, 0.3, 0.4]}]))
     env = {**os.environ, "PYTHONPATH": str(SITE_OK), "VISPRIV_TOY_STARTED": str(tmp_path / "started.txt"),
            "VISPRIV_PLUGINS": "toy,metrics"}
-    cmd = [sys.executable, "-m", "harness.cli", "matrix", str(cfg), "--quiet"]
+    cmd = [sys.executable, "-m", "vispriv", "matrix", str(cfg), "--quiet"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     started = tmp_path / "started.txt"
     deadline = time.time() + 120
@@ -243,7 +243,7 @@ def test_table_spec_without_a_column_is_one_clear_error(run_cli, tmp_path):
 
 
 def test_parameter_table_labels_nested_configs_by_the_keys_that_vary():
-    from harness.report import CellRow, _varying_part
+    from vispriv.harness.report import CellRow, _varying_part
 
     def row(params: dict) -> CellRow:
         return CellRow("r", "s", "d", "def", "att", params, {}, {}, "")

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from plugins.descriptor_release.recovery import (
+from vispriv.plugins.descriptor_release.recovery import (
     batched_kmeans,
     cluster_candidates,
     database_attack,
@@ -11,7 +11,7 @@ from plugins.descriptor_release.recovery import (
     select_candidates,
     weighted_projection,
 )
-from plugins.descriptor_release.subspace import lift
+from vispriv.plugins.descriptor_release.subspace import lift
 
 
 def _unit(x):

@@ -5,12 +5,12 @@ import warnings
 import numpy as np
 import pytest
 
-from harness import Cache, Images
-from harness.data.bundled import BUNDLED_SPLITS, load_bundled, load_stereo_motorcycle, to_rgb_float
-from harness.data.image_folder import load_image_folder
-from harness.errors import ConfigError, InputError
-from plugins.descriptor_release.dictionary import nearest_neighbours, spherical_kmeans
-from plugins.descriptor_release.matching import (
+from vispriv.harness import Cache, Images
+from vispriv.harness.data.bundled import BUNDLED_SPLITS, load_bundled, load_stereo_motorcycle, to_rgb_float
+from vispriv.harness.data.image_folder import load_image_folder
+from vispriv.harness.errors import ConfigError, InputError
+from vispriv.plugins.descriptor_release.dictionary import nearest_neighbours, spherical_kmeans
+from vispriv.plugins.descriptor_release.matching import (
     apply_homography,
     corner_error,
     homography_from_corners,
@@ -18,7 +18,7 @@ from plugins.descriptor_release.matching import (
     ransac,
     ratio_match,
 )
-from plugins.descriptor_release.sift import SiftConfig, extract_features, quantize_colmap
+from vispriv.plugins.descriptor_release.sift import SiftConfig, extract_features, quantize_colmap
 
 
 @pytest.fixture(scope="module")

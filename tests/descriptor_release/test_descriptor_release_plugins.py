@@ -5,17 +5,17 @@ import dataclasses
 import numpy as np
 import pytest
 
-from harness import Cache, CellContext
-from harness.errors import ConfigError, InputError
-from plugins.attacks.clustering import ClusteringAttack
-from plugins.attacks.database import DatabaseAttack
-from plugins.attacks.nearest import NearestAttack
-from plugins.defenses.affine_lifting import AffineLifting
-from plugins.defenses.identity_features import RawFeaturesRelease
-from plugins.descriptor_release.datasets import BundledImages
-from plugins.descriptor_release.matching import MatchingConfig
-from plugins.descriptor_release.payloads import LiftedFeatures, LiftingTruth, RawFeatures, RecoveryTrace
-from plugins.metrics.descriptor_recovery import DescriptorRecovery, LiftingAssumptions
+from vispriv.harness import Cache, CellContext
+from vispriv.harness.errors import ConfigError, InputError
+from vispriv.plugins.attacks.clustering import ClusteringAttack
+from vispriv.plugins.attacks.database import DatabaseAttack
+from vispriv.plugins.attacks.nearest import NearestAttack
+from vispriv.plugins.defenses.affine_lifting import AffineLifting
+from vispriv.plugins.defenses.identity_features import RawFeaturesRelease
+from vispriv.plugins.descriptor_release.datasets import BundledImages
+from vispriv.plugins.descriptor_release.matching import MatchingConfig
+from vispriv.plugins.descriptor_release.payloads import LiftedFeatures, LiftingTruth, RawFeatures, RecoveryTrace
+from vispriv.plugins.metrics.descriptor_recovery import DescriptorRecovery, LiftingAssumptions
 
 SMALL_MATCHING = MatchingConfig(homographies_per_image=1, stereo=False)
 SMALL_Z = dict(database_size=256, database_augment=1)
@@ -53,8 +53,8 @@ def test_none_releases_raw_features_with_utility(scene, ctx):
 
 def test_warped_test_pairs_are_common_to_every_cell(scene, ctx):
     """The warps depend on ``matching.warp_seed`` only: two cells (other seeds) match the same pairs."""
-    from plugins.descriptor_release.matching import evaluate_utility
-    from plugins.descriptor_release.sift import SiftConfig
+    from vispriv.plugins.descriptor_release.matching import evaluate_utility
+    from vispriv.plugins.descriptor_release.sift import SiftConfig
 
     cfg = MatchingConfig(homographies_per_image=1, stereo=False)
     runs = [evaluate_utility(scene.private, SiftConfig(), lambda r: r, cfg, seed, cache=ctx.cache) for seed in (1, 2)]
@@ -133,7 +133,7 @@ def test_bad_configs_and_inputs(lifted, scene, ctx):
 
 
 def test_hooks_register_everything():
-    from harness.registry import load_registry
+    from vispriv.harness.registry import load_registry
 
     reg = load_registry(only=["descriptor-release"])
     assert not reg.failures

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from harness.errors import ConfigError, InputError
-from plugins.descriptor_release.subspace import (
+from vispriv.harness.errors import ConfigError, InputError
+from vispriv.plugins.descriptor_release.subspace import (
     lift,
     nearest_to_subspaces,
     point_subspace_sqdist,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness import Cache, CellContext
-from plugins.federated.datasets import FederatedImages
+from vispriv.harness import Cache, CellContext
+from vispriv.plugins.federated.datasets import FederatedImages
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plugins.federated import linear
-from plugins.federated.leak import loss_gradient_estimate, newton_logistic, recover_sample
+from vispriv.plugins.federated import linear
+from vispriv.plugins.federated.leak import loss_gradient_estimate, newton_logistic, recover_sample
 
 
 def _numeric_gradient(w, x, labels, loss, h=1e-6):

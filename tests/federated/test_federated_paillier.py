@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from phe import paillier
 
-from harness.errors import InputError
-from plugins.federated import paillier as pl
-from plugins.federated.roles import Aggregator, KeyGenerator, User
+from vispriv.harness.errors import InputError
+from vispriv.plugins.federated import paillier as pl
+from vispriv.plugins.federated.roles import Aggregator, KeyGenerator, User
 
 
 @pytest.fixture(scope="module")

@@ -6,19 +6,19 @@ import numpy as np
 import pytest
 from phe import paillier
 
-from harness import Images
-from harness.errors import ConfigError, InputError
-from plugins.attacks.gradient_leakage import GradientLeakage
-from plugins.defenses.dp_baselines import Prr10, Ra12
-from plugins.defenses.dphe import Dphe
-from plugins.defenses.fedavg_plain import PlainFedAvg
-from plugins.federated import linear
-from plugins.federated import protocol as protocol_mod
-from plugins.federated.datasets import FederatedImages
-from plugins.federated.grid_metric import LeakCorrelation
-from plugins.federated.payloads import EncryptedUpdates
-from plugins.metrics.classification import Accuracy
-from plugins.metrics.image_quality import SSIM, per_image_quality
+from vispriv.harness import Images
+from vispriv.harness.errors import ConfigError, InputError
+from vispriv.plugins.attacks.gradient_leakage import GradientLeakage
+from vispriv.plugins.defenses.dp_baselines import Prr10, Ra12
+from vispriv.plugins.defenses.dphe import Dphe
+from vispriv.plugins.defenses.fedavg_plain import PlainFedAvg
+from vispriv.plugins.federated import linear
+from vispriv.plugins.federated import protocol as protocol_mod
+from vispriv.plugins.federated.datasets import FederatedImages
+from vispriv.plugins.federated.grid_metric import LeakCorrelation
+from vispriv.plugins.federated.payloads import EncryptedUpdates
+from vispriv.plugins.metrics.classification import Accuracy
+from vispriv.plugins.metrics.image_quality import SSIM, per_image_quality
 
 EXACT = dict(rounds=3, reg=0.0, lr=0.05)
 
@@ -150,7 +150,7 @@ def test_dataset_split_is_disjoint_and_sources_load(ctx, tmp_path, scene_factory
 
 
 def test_hooks_register_every_plugin():
-    from plugins.federated import hooks
+    from vispriv.plugins.federated import hooks
 
     got = []
     for hook in (hooks.vispriv_register_datasets, hooks.vispriv_register_defenses, hooks.vispriv_register_attacks, hooks.vispriv_register_metrics):

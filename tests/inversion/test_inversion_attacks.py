@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness import Cache, CellContext, Images
-from harness.data.bundled import load_split
-from harness.errors import InputError
-from plugins.attacks.inversion import Dia, InvertLdp, InvertRaw, MeanImage
-from plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, LiftedFeatures
-from plugins.descriptor_release.sift import SiftConfig, extract_features
-from plugins.descriptor_release.subspace import lift
-from plugins.metrics.inversion_report import ReconstructionReport
+from vispriv.harness import Cache, CellContext, Images
+from vispriv.harness.data.bundled import load_split
+from vispriv.harness.errors import InputError
+from vispriv.plugins.attacks.inversion import Dia, InvertLdp, InvertRaw, MeanImage
+from vispriv.plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, LiftedFeatures
+from vispriv.plugins.descriptor_release.sift import SiftConfig, extract_features
+from vispriv.plugins.descriptor_release.subspace import lift
+from vispriv.plugins.metrics.inversion_report import ReconstructionReport
 
 SIZE = 64
 NET = {"crop": 32, "depth": 2, "width": 8, "max_width": 16, "projection": 8, "batch_size": 2, "steps": 3, "flip": False}

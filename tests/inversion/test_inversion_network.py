@@ -7,11 +7,11 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from harness import Cache, CellContext, Images
-from harness.errors import InputError
-from plugins.descriptor_release.inversion import InversionConfig, SparseFeatures, load_checkpoint, reconstruct, train_or_load
-from plugins.descriptor_release.inversion.featuremap import flat_pixel_index, scatter_to_map
-from plugins.descriptor_release.inversion.unet import SparseUNet
+from vispriv.harness import Cache, CellContext, Images
+from vispriv.harness.errors import InputError
+from vispriv.plugins.descriptor_release.inversion import InversionConfig, SparseFeatures, load_checkpoint, reconstruct, train_or_load
+from vispriv.plugins.descriptor_release.inversion.featuremap import flat_pixel_index, scatter_to_map
+from vispriv.plugins.descriptor_release.inversion.unet import SparseUNet
 
 TINY = dict(crop=32, depth=2, width=8, max_width=16, projection=8, batch_size=4, flip=False)
 

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from harness.errors import InputError
-from plugins.descriptor_release import ldp
-from plugins.descriptor_release.privacy_audit import NO_BOUND_NOTE, VectorIds, audit_finite_set, clopper_pearson
+from vispriv.harness.errors import InputError
+from vispriv.plugins.descriptor_release import ldp
+from vispriv.plugins.descriptor_release.privacy_audit import NO_BOUND_NOTE, VectorIds, audit_finite_set, clopper_pearson
 
 
 def test_clopper_pearson_hand_values():

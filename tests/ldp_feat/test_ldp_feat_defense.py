@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from harness import Cache, CellContext, Images
-from plugins.descriptor_release import ldp
-from plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, RawFeatures
-from plugins.defenses.ldp_feat import LdpFeat, candidate_distance, word_distance
+from vispriv.harness import Cache, CellContext, Images
+from vispriv.plugins.descriptor_release import ldp
+from vispriv.plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, RawFeatures
+from vispriv.plugins.defenses.ldp_feat import LdpFeat, candidate_distance, word_distance
 
 SIFT = {"max_keypoints": 64, "detector": "dense", "dense_step": 8}
 
@@ -92,7 +92,7 @@ def test_matching_utility_with_all_candidates(scene, tmp_path):
 
 def test_vocabulary_matching_pairs_keypoints_that_share_a_word():
     """Table 3's criterion: a match wherever the reference's word is one of the released ids."""
-    from plugins.descriptor_release.matching import MatchingConfig, _match_rows
+    from vispriv.plugins.descriptor_release.matching import MatchingConfig, _match_rows
 
     rng = np.random.default_rng(1)
     dictionary = rng.random((50, 128)).astype(np.float32)
@@ -128,9 +128,9 @@ def test_vocabulary_words_of_the_naive_domain_are_exact_vectors():
 
 
 def test_vocabulary_criterion_without_words_is_one_clear_error():
-    from harness.errors import ConfigError
-    from plugins.descriptor_release.matching import MatchingConfig, evaluate_utility
-    from plugins.descriptor_release.sift import SiftConfig
+    from vispriv.harness.errors import ConfigError
+    from vispriv.plugins.descriptor_release.matching import MatchingConfig, evaluate_utility
+    from vispriv.plugins.descriptor_release.sift import SiftConfig
 
     images = _images(["camera"])
     with pytest.raises(ConfigError, match="needs a defense whose release defines visual words"):
@@ -160,7 +160,7 @@ def test_bad_config(kw, match):
 
 
 def test_registered_in_scenario_hooks():
-    from plugins.descriptor_release import hooks
+    from vispriv.plugins.descriptor_release import hooks
 
     seen = []
     hooks.vispriv_register_defenses(seen.append)

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest, chisquare
 
-from harness.errors import InputError
-from plugins.descriptor_release import ldp
+from vispriv.harness.errors import InputError
+from vispriv.plugins.descriptor_release import ldp
 
 
 def eq5(eps: float, m: int, k: int) -> float:
@@ -148,7 +148,7 @@ def test_quantisers_are_deterministic_nearest_neighbours():
 
 
 def test_hnsw_quantiser_is_deterministic_and_near_exact():
-    from plugins.descriptor_release import ldp as _ldp
+    from vispriv.plugins.descriptor_release import ldp as _ldp
 
     rng = np.random.default_rng(3)
     dictionary = rng.normal(size=(2000, 128)).astype(np.float32)
@@ -162,7 +162,7 @@ def test_hnsw_quantiser_is_deterministic_and_near_exact():
 
 
 def test_approximate_index_is_cached_and_search_settings_are_not_part_of_the_key(tmp_path):
-    from harness import Cache
+    from vispriv.harness import Cache
 
     rng = np.random.default_rng(5)
     dictionary = rng.random((1500, 128)).astype(np.float32)

@@ -8,12 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.config import validate_config
-from harness.execute import clear_memo
-from harness.matrix import build_matrix
-from harness.registry import load_registry
-from harness.runner import MatrixResult, run_matrix
-from harness.tracking import Tracker
+from vispriv.harness.config import validate_config
+from vispriv.harness.execute import clear_memo
+from vispriv.harness.matrix import build_matrix
+from vispriv.harness.registry import load_registry
+from vispriv.harness.runner import MatrixResult, run_matrix
+from vispriv.harness.tracking import Tracker
 
 SITE_OK = Path(__file__).resolve().parents[1] / "core" / "fixtures" / "site_ok"
 #: Entry points these tests load: the toy scenario and the image metrics.
@@ -59,7 +59,7 @@ def metrics_by_hash(tracker: Tracker, experiment: str) -> dict[str, dict[str, fl
 
 def run_cli(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(SITE_OK), "VISPRIV_PLUGINS": PLUGINS, "RAY_USAGE_STATS_ENABLED": "0"}
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "vispriv", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.config import read_yaml, validate_config
-from harness.matrix import build_matrix
-from harness.registry import load_registry
+from vispriv.harness.config import read_yaml, validate_config
+from vispriv.harness.matrix import build_matrix
+from vispriv.harness.registry import load_registry
 
 CONFIGS = Path(__file__).resolve().parents[2] / "harness" / "configs"
 

@@ -7,7 +7,7 @@ import yaml
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'vispriv[ray]')")
 
-from harness.ray_executor import RayExecutor, cell_resources, worker_env  # noqa: E402
+from vispriv.harness.ray_executor import RayExecutor, cell_resources, worker_env  # noqa: E402
 
 from scale_helpers import SITE_OK, metrics_by_hash, new_tracker, run_cli, run_toy, toy_config, toy_registry  # noqa: E402
 
@@ -71,8 +71,8 @@ def test_a_dying_worker_fails_its_cell_and_the_rest_completes(local_ray, tmp_pat
 
 
 def test_resources_come_from_the_config_and_the_plugins(local_ray):
-    from harness.config import validate_config
-    from harness.matrix import build_matrix
+    from vispriv.harness.config import validate_config
+    from vispriv.harness.matrix import build_matrix
 
     registry = toy_registry()
     cell = build_matrix(validate_config(toy_config()), registry).cells[0]
@@ -95,7 +95,7 @@ def test_cli_starts_and_stops_a_local_ray_with_the_local_metrics(tmp_path):
                       "--cache-dir", str(tmp_path / f"cache-{name}"), *extra)
         assert out.returncode == 0, out.stderr[-3000:]
         assert "2 cells finished, 0 failed" in out.stdout
-    from harness.tracking import Tracker
+    from vispriv.harness.tracking import Tracker
 
     a = metrics_by_hash(Tracker(f"sqlite:///{tmp_path / 'local'}.db"), "toy-scale")
     b = metrics_by_hash(Tracker(f"sqlite:///{tmp_path / 'ray'}.db"), "toy-scale")

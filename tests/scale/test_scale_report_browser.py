@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.report import write_report
+from vispriv.harness.report import write_report
 
 from scale_helpers import new_tracker, run_toy, toy_config
 

@@ -11,9 +11,9 @@ Modules: :mod:`.config` (training config), :mod:`.featuremap` (sparse maps),
 content-addressed checkpoint cache, reconstruction).
 """
 
-from plugins.descriptor_release.inversion.config import InversionConfig
-from plugins.descriptor_release.inversion.featuremap import SparseFeatures
-from plugins.descriptor_release.inversion.train import (
+from vispriv.plugins.descriptor_release.inversion.config import InversionConfig
+from vispriv.plugins.descriptor_release.inversion.featuremap import SparseFeatures
+from vispriv.plugins.descriptor_release.inversion.train import (
     TrainedInverter,
     load_checkpoint,
     reconstruct,

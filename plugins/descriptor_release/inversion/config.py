@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from harness import PluginConfig
+from vispriv.harness import PluginConfig
 
 
 class InversionConfig(PluginConfig):

@@ -15,9 +15,9 @@ import numpy as np
 import torch
 from skimage.transform import rescale
 
-from harness import Images
-from harness.errors import InputError
-from plugins.descriptor_release.inversion.featuremap import SparseFeatures, flat_pixel_index
+from vispriv.harness import Images
+from vispriv.harness.errors import InputError
+from vispriv.plugins.descriptor_release.inversion.featuremap import SparseFeatures, flat_pixel_index
 
 
 def variant_sets(images: Images, scales: tuple[float, ...], flip: bool) -> list[Images]:

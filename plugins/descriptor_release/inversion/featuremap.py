@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from harness.errors import InputError
+from vispriv.harness.errors import InputError
 
 
 @dataclass

@@ -14,7 +14,7 @@ import torch
 from kornia.losses import ssim_loss
 from torch.nn import functional as F
 
-from plugins.descriptor_release.inversion.unet import SparseUNet
+from vispriv.plugins.descriptor_release.inversion.unet import SparseUNet
 
 
 class InversionModule(L.LightningModule):

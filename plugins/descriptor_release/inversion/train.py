@@ -20,14 +20,14 @@ import lightning as L
 import numpy as np
 import torch
 
-from harness import CellContext, Images
-from harness.errors import InputError
-from harness.hashing import derive_seed, fingerprint
-from plugins.descriptor_release.inversion.config import InversionConfig
-from plugins.descriptor_release.inversion.data import CropDataset, collate
-from plugins.descriptor_release.inversion.featuremap import SparseFeatures, flat_pixel_index
-from plugins.descriptor_release.inversion.module import InversionModule
-from plugins.descriptor_release.inversion.unet import SparseUNet
+from vispriv.harness import CellContext, Images
+from vispriv.harness.errors import InputError
+from vispriv.harness.hashing import derive_seed, fingerprint
+from vispriv.plugins.descriptor_release.inversion.config import InversionConfig
+from vispriv.plugins.descriptor_release.inversion.data import CropDataset, collate
+from vispriv.plugins.descriptor_release.inversion.featuremap import SparseFeatures, flat_pixel_index
+from vispriv.plugins.descriptor_release.inversion.module import InversionModule
+from vispriv.plugins.descriptor_release.inversion.unet import SparseUNet
 
 CACHE_NAMESPACE = "inversion-net"
 CACHE_VERSION = "1"

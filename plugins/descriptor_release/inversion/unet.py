@@ -18,8 +18,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from harness.errors import InputError
-from plugins.descriptor_release.inversion.featuremap import scatter_to_map
+from vispriv.harness.errors import InputError
+from vispriv.plugins.descriptor_release.inversion.featuremap import scatter_to_map
 
 
 def _block(cin: int, cout: int, kernel: int, stride: int) -> nn.Sequential:

@@ -1,1 +1,0 @@
-"""Registers the generic image datasets (entry point ``images``)."""
