@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo lint test bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,8 +20,12 @@ setup: $(STAMP)
 demo: setup
 	$(BIN)/vispriv demo
 
+# The house rules (pyproject.toml [tool.ruff]); part of `make test`, so CI enforces them.
+lint: setup
+	$(BIN)/ruff check .
+
 # pytest exits 5 when it collects no test: report it rather than fail the recipe.
-test: setup
+test: lint
 	@$(BIN)/pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc
 
 clean:

@@ -30,6 +30,7 @@ from vispriv.plugins.descriptor_release.inversion.data import variant_sets
 from vispriv.plugins.descriptor_release.sift import SiftConfig, extract_features
 from vispriv.plugins.metrics.image_quality import per_image_quality
 
+
 def split(name: str, side: int) -> Images:
     """A split of the bundled photos (vispriv.harness.data.bundled: the matrix's own data)."""
     return load_split(name, side)

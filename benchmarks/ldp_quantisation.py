@@ -38,7 +38,8 @@ def load(names: list[str], size: int) -> Images:
     for name in names:
         try:
             img = data.stereo_motorcycle()[0 if name.endswith("left") else 1] if name.startswith("motorcycle") else getattr(data, name)()
-        except Exception:  # noqa: BLE001 -- an image missing from this scikit-image build is skipped
+        except Exception as exc:  # noqa: BLE001 -- an image missing from this scikit-image build is skipped
+            print(f"skipped {name}: {type(exc).__name__}")
             continue
         img = np.asarray(img, np.float32)
         img = img / 255.0 if img.max() > 1.5 else img

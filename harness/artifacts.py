@@ -27,7 +27,7 @@ def save_image_grid(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    n_cols = min(max_cols, min(len(r) for r in rows))
+    n_cols = min(max_cols, *(len(r) for r in rows))
     fig, axes = plt.subplots(
         len(rows), n_cols, figsize=(1.6 * n_cols + 1.2, 1.7 * len(rows)), squeeze=False
     )

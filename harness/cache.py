@@ -85,9 +85,8 @@ class Cache:
         objects = [k for k, v in value.items() if np.asarray(v).dtype.hasobject]
         if objects:
             raise ValueError(f"cache entries hold numeric arrays only; {objects[0]!r} has dtype object")
-        with self.atomic_path(final) as tmp:
-            with open(tmp, "wb") as fh:
-                np.savez(fh, **{k: np.asarray(v) for k, v in value.items()})
+        with self.atomic_path(final) as tmp, open(tmp, "wb") as fh:
+            np.savez(fh, **{k: np.asarray(v) for k, v in value.items()})
         return value
 
     def json(self, namespace: str, parts: Any, compute: Callable[[], Any]) -> Any:

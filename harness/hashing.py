@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,7 @@ def _plain(obj: Any) -> Any:
         return int(obj)
     if isinstance(obj, (np.floating,)):
         return float(obj)
-    if isinstance(obj, float) and obj != obj:
+    if isinstance(obj, float) and math.isnan(obj):
         return "nan"
     if isinstance(obj, float) and obj in (float("inf"), float("-inf")):
         return str(obj)

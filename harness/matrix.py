@@ -48,9 +48,10 @@ class Stage:
             if default.get(k) != v or k in self.explicit:
                 base = default.get(k)
                 if isinstance(v, dict) and isinstance(base, dict):  # nested config: only what differs
-                    v = {sk: sv for sk, sv in v.items() if base.get(sk) != sv}
-                    if not v:
-                        continue
+                    differing = {sk: sv for sk, sv in v.items() if base.get(sk) != sv}
+                    if differing:
+                        out[k] = differing
+                    continue
                 out[k] = v
         return out
 
@@ -291,7 +292,7 @@ def _add_attack(
             matrix.skipped.append(Skip(what, reason))
             continue
         produced_all = tuple(t for s in chain for t in s.cls.produces)
-        pool = wanted_metrics if wanted_metrics is not None else [c for c in registry.all("metric")]
+        pool = wanted_metrics if wanted_metrics is not None else list(registry.all("metric"))
         # A metric of one scenario scores only that scenario's cells (``any``: every cell).
         metrics = tuple(m for m in pool if _fits(produced_all, m.consumes) and m.scenario in ("any", scenario))
         matrix.cells.append(Cell(dataset, defense, tuple(chain), metrics, config.seed))

@@ -22,6 +22,7 @@ them to MLflow, so the sqlite store never sees concurrent writers (docs/scaling.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -53,7 +54,7 @@ def cell_resources(cell: Cell, default: dict[str, float] | None = None) -> dict[
 def worker_env() -> dict[str, str]:
     """Environment variables the workers need to import the driver's plugins."""
     paths: list[str] = []
-    for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) + [os.getcwd()] + _extra_sys_path():
+    for entry in [*os.environ.get("PYTHONPATH", "").split(os.pathsep), os.getcwd(), *_extra_sys_path()]:
         if entry and entry not in paths:
             paths.append(entry)
     env = {"PYTHONPATH": os.pathsep.join(paths)}
@@ -151,10 +152,8 @@ class RayExecutor:
     def close(self) -> None:
         """Cancel what is still pending (Ctrl-C) and stop the Ray instance this executor started."""
         for ref in list(self._pending):
-            try:
+            with contextlib.suppress(Exception):  # best effort while shutting down
                 ray.cancel(ref, force=True)
-            except Exception:  # noqa: BLE001 -- best effort while shutting down
-                pass
         self._pending.clear()
         if self._started:
             ray.shutdown()

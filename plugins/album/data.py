@@ -119,7 +119,7 @@ def manifest_collections(world: ManifestWorld, kind: str, n: int, rng: np.random
             if album:
                 groups.setdefault(album, []).append(i)
         usable = []
-        for album, idx in sorted(groups.items()):
+        for _album, idx in sorted(groups.items()):
             cells = world.test_cells[idx]
             majority = int(np.bincount(cells).argmax())
             members = [i for i in idx if world.test_cells[i] == majority]

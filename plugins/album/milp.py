@@ -32,7 +32,14 @@ import cvxpy as cp
 import numpy as np
 
 from vispriv.plugins.album.pruning import PruneResult, caps, greedy_budget, keep_mask_or_none, protected_k
-from vispriv.plugins.album.surrogate import LP_CHUNK, LP_TOLERANCE, lp_bounds, pair_compatibility, surviving_cliques, uniform_slack
+from vispriv.plugins.album.surrogate import (
+    LP_CHUNK,
+    LP_TOLERANCE,
+    lp_bounds,
+    pair_compatibility,
+    surviving_cliques,
+    uniform_slack,
+)
 
 #: The first this many surviving k-sets get one small MILP each; the rest share one union MILP.
 CLIQUE_MILP_LIMIT = 8
@@ -205,7 +212,7 @@ def _check_level(A: np.ndarray, k: int, fixed: np.ndarray, T: int, c: np.ndarray
     free = np.flatnonzero(~fixed)
     n_fixed = len(A) - len(free)
     J = np.flatnonzero(c >= T)
-    if len(J) < k or T < n_fixed:
+    if len(J) < k or n_fixed > T:
         return "infeasible", None
     t_free = T - n_fixed
     base = A[fixed].sum(axis=0)

@@ -35,7 +35,7 @@ def partition(lat: np.ndarray, lon: np.ndarray, n_cells: int) -> np.ndarray:
     heap = [(-len(lat), 0, (-90.0, 90.0, -180.0, 180.0), np.arange(len(lat)))]
     counter = 1
     while len(heap) < n_cells:
-        neg, _, box, idx = heapq.heappop(heap)
+        _neg, _, box, idx = heapq.heappop(heap)
         la0, la1, lo0, lo1 = box
         mid_lat = np.cos(np.radians(0.5 * (la0 + la1)))
         by_lat = (la1 - la0) >= (lo1 - lo0) * mid_lat

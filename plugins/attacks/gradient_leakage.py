@@ -133,5 +133,5 @@ class GradientLeakage(Attack):
         return AttackResult(
             estimate={"images": Images(images, ids), "labels": Labels(np.asarray(labels), ids)},
             metrics=metrics,
-            metric_directions={k: True for k in metrics},
+            metric_directions=dict.fromkeys(metrics, True),
         )

@@ -31,7 +31,13 @@ from vispriv.harness import Attack, AttackResult, CellContext, Images, Payload, 
 from vispriv.harness.artifacts import save_image_grid
 from vispriv.harness.errors import ConfigError, InputError
 from vispriv.harness.hashing import derive_seed
-from vispriv.plugins.descriptor_release.inversion import InversionConfig, SparseFeatures, load_checkpoint, reconstruct, train_or_load
+from vispriv.plugins.descriptor_release.inversion import (
+    InversionConfig,
+    SparseFeatures,
+    load_checkpoint,
+    reconstruct,
+    train_or_load,
+)
 from vispriv.plugins.descriptor_release.inversion.data import variant_sets
 from vispriv.plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, LiftedFeatures, RawFeatures
 from vispriv.plugins.descriptor_release.sift import SiftConfig, extract_features

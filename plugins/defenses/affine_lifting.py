@@ -43,7 +43,7 @@ class AffineLifting(Defense):
         matching: MatchingConfig = MatchingConfig(stereo=True)
 
         @model_validator(mode="after")
-        def _fits(self) -> "AffineLifting.Config":
+        def _fits(self) -> AffineLifting.Config:
             pool = self.database_size // N_SUB_DATABASES if self.mode == "sub-hybrid" else self.database_size
             need = n_adversarial(self.m, self.mode)
             if need > pool:

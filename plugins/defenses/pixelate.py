@@ -24,7 +24,7 @@ class PublishAsIs(Defense):
 
 def pixelate(images: np.ndarray, block: int) -> np.ndarray:
     """Replace every ``block`` x ``block`` tile by its mean (edge tiles are partial)."""
-    n, h, w, c = images.shape
+    _n, h, w, _c = images.shape
     out = np.empty_like(images)
     for y in range(0, h, block):
         for x in range(0, w, block):

@@ -295,4 +295,4 @@ def evaluate_utility(
 
 def utility_directions(utility: dict[str, float]) -> dict[str, bool]:
     """Every utility metric of :func:`evaluate_utility` is higher-is-better."""
-    return {k: True for k in utility}
+    return dict.fromkeys(utility, True)

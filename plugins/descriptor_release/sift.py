@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
+
 import numpy as np
 import torch
 

@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 from vispriv.harness import CellContext, Dataset, PluginConfig, Scene
 from vispriv.harness.errors import ConfigError
 from vispriv.plugins.federated.data import load_digits_source, load_image_folder, load_lfw_source, split_users
-from vispriv.plugins.federated.payloads import FederatedData, FederatedPublic
+from vispriv.plugins.federated.payloads import FederatedData
 
 
 class FederatedImagesConfig(PluginConfig):

@@ -9,10 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-FIXTURES = Path(__file__).parent / "fixtures"
-SITE_OK = FIXTURES / "site_ok"
-SITE_BROKEN = FIXTURES / "site_broken"
+from core_helpers import SITE_OK
 
 
 @pytest.fixture
@@ -23,18 +20,6 @@ def toy_registry(monkeypatch):
     monkeypatch.syspath_prepend(str(SITE_OK))
     monkeypatch.delenv("VISPRIV_PLUGINS", raising=False)
     return load_registry()
-
-
-def toy_config(**overrides) -> dict:
-    config = {
-        "name": "toy",
-        "seed": 1,
-        "datasets": [{"name": "toy-images", "n": 3}],
-        "defenses": [{"name": "toy-noise", "sigma": [0.05, 0.2]}, {"name": "toy-histogram"}],
-        "attacks": [{"name": "toy-denoise"}],
-    }
-    config.update(overrides)
-    return config
 
 
 @pytest.fixture

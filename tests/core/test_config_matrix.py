@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from core_helpers import toy_config
 
 from vispriv.harness.config import apply_overrides, load_config, validate_config
 from vispriv.harness.errors import ConfigError, PluginError
 from vispriv.harness.matrix import build_matrix
-
-from conftest import toy_config
 
 
 def test_sweeps_expand_and_incompatible_pairs_have_reasons(toy_registry):
@@ -90,7 +89,7 @@ def test_missing_file():
 def test_overrides_set_values_and_sweeps():
     data = apply_overrides(toy_config(), ["seed=7", "defenses.0.sigma=[0.1, 0.3, 0.5]", "datasets.0.n=2"])
     assert data["seed"] == 7 and data["defenses"][0]["sigma"] == [0.1, 0.3, 0.5] and data["datasets"][0]["n"] == 2
-    with pytest.raises(ConfigError, match="needs an index 0..1"):
+    with pytest.raises(ConfigError, match=r"needs an index 0\.\.1"):
         apply_overrides(toy_config(), ["defenses.5.sigma=1"])
     with pytest.raises(ConfigError, match="expected KEY=VALUE"):
         apply_overrides(toy_config(), ["seed"])

@@ -22,7 +22,7 @@ def test_builtins_and_toy_plugins_are_discovered(toy_registry):
 
 
 def test_unknown_plugin_names_what_exists(toy_registry):
-    with pytest.raises(PluginError, match="unknown defense 'nosie'; registered defenses: .*toy-noise"):
+    with pytest.raises(PluginError, match=r"unknown defense 'nosie'; registered defenses: .*toy-noise"):
         toy_registry.get("defense", "nosie")
 
 
@@ -48,7 +48,7 @@ def test_broken_plugin_is_reported_and_skipped(monkeypatch):
 
 def test_broken_plugin_is_fatal_when_strict(monkeypatch):
     monkeypatch.syspath_prepend(str(SITE_BROKEN))
-    with pytest.raises(PluginError, match="broken on purpose.*--strict"):
+    with pytest.raises(PluginError, match=r"broken on purpose.*--strict"):
         load_registry(strict=True)
 
 

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from core_helpers import SITE_OK, toy_config
 
 from vispriv.harness.config import validate_config
 from vispriv.harness.errors import TrackingError
@@ -21,8 +22,6 @@ from vispriv.harness.matrix import build_matrix
 from vispriv.harness.report import collect, write_report
 from vispriv.harness.runner import MatrixInterrupted, run_matrix
 from vispriv.harness.tracking import Tracker
-
-from conftest import SITE_OK, toy_config
 
 
 @pytest.fixture(scope="session")
@@ -48,7 +47,7 @@ def _run(cfg_dict, registry, tracker, tmp_path, **kw):
 
 
 def test_end_to_end_store_layout_and_report(toy_registry, tracker, tmp_path):
-    matrix, result = _run(toy_config(), toy_registry, tracker, tmp_path)
+    _matrix, result = _run(toy_config(), toy_registry, tracker, tmp_path)
     assert len(result.finished) == 2 and not result.failed
     exp = tracker.experiment_id("toy", create=False)
     parents = tracker.parent_runs(exp)
@@ -82,7 +81,7 @@ def test_secret_config_never_reaches_the_attack(toy_registry, tracker, tmp_path)
     from vispriv.harness.execute import _MEMO
 
     _run(toy_config(defenses=[{"name": "toy-noise", "secret_key": 12345}]), toy_registry, tracker, tmp_path)
-    protected = [v for v in _MEMO.values() if hasattr(v, "release")][0]
+    protected = next(v for v in _MEMO.values() if hasattr(v, "release"))
     assert not hasattr(protected.release, "secret_key")
 
 
@@ -106,7 +105,7 @@ def test_resume_skips_finished_cells(toy_registry, tracker, tmp_path):
 
 
 def test_interrupt_keeps_finished_cells(toy_registry, tracker, tmp_path, monkeypatch):
-    import vispriv.harness.executors as executors
+    from vispriv.harness import executors
 
     real = executors.run_cell
     calls = {"n": 0}
@@ -118,7 +117,7 @@ def test_interrupt_keeps_finished_cells(toy_registry, tracker, tmp_path, monkeyp
         return real(*args, **kwargs)
 
     monkeypatch.setattr(executors, "run_cell", interrupt_second)
-    with pytest.raises(MatrixInterrupted, match="1 of 2 cells finished.*--resume"):
+    with pytest.raises(MatrixInterrupted, match=r"1 of 2 cells finished.*--resume"):
         _run(toy_config(), toy_registry, tracker, tmp_path)
     exp = tracker.experiment_id("toy", create=False)
     assert len(tracker.cell_runs(exp, status="FINISHED")) == 1
@@ -129,7 +128,7 @@ def test_interrupt_keeps_finished_cells(toy_registry, tracker, tmp_path, monkeyp
 
 
 def test_unopenable_tracking_uri(tmp_path):
-    with pytest.raises(TrackingError, match="cannot open tracking store .*does not exist"):
+    with pytest.raises(TrackingError, match=r"cannot open tracking store .*does not exist"):
         Tracker(f"sqlite:///{tmp_path}/missing/dir/mlflow.db")
     with pytest.raises(TrackingError, match="not supported"):
         Tracker("mlflow.db")
@@ -178,7 +177,7 @@ def test_ctrl_c_then_resume_in_a_real_process(tmp_path, write_config):
     db = tmp_path / "mlflow.db"
     done = _count(db, "FINISHED")
     assert 1 <= done < 4
-    again = subprocess.run(cmd + ["--resume"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    again = subprocess.run([*cmd, "--resume"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr
     assert f"{4 - done} cells finished, 0 failed, {done} already done" in again.stdout
     assert _count(db, "FINISHED") == 4

@@ -1,7 +1,6 @@
 """Eq. (1), Eq. (2) and the attacks of ldp-feat.md section 4 on hand-made and synthetic cases."""
 
 import numpy as np
-import pytest
 
 from vispriv.plugins.descriptor_release.recovery import (
     batched_kmeans,
@@ -71,16 +70,17 @@ def test_clustering_attack_picks_d_with_auxiliary_subspaces():
     pool = db[:6]  # a small pool: the auxiliary subspaces share adversarial rows
     lf = lift(d, 2, "hybrid", rng, database=pool)
     # public database Z: noisy copies of the pool and of each d, plus unrelated rows
-    noisy = lambda x, n: _unit(np.repeat(x, n, axis=0) + 0.03 * np.abs(rng.normal(size=(len(x) * n, 128))))
+    def noisy(x, n):
+        return _unit(np.repeat(x, n, axis=0) + 0.03 * np.abs(rng.normal(size=(len(x) * n, 128))))
     z = np.concatenate([noisy(pool, 4), noisy(d, 4), db[6:]])
-    cands, sizes, rows, _ = cluster_candidates(z, lf.offsets, lf.bases, k=2, v_size=8)
+    cands, sizes, _rows, _ = cluster_candidates(z, lf.offsets, lf.bases, k=2, v_size=8)
     aux = intersecting(lf.offsets, lf.bases, np.zeros(len(d), np.int64))
     # each Q' member really shares an adversarial row with D
     for i, q in enumerate(aux):
         for j in q:
             assert set(lf.adversarial_rows[i]) & set(lf.adversarial_rows[j])
     assert np.mean([len(q) > 0 for q in aux]) > 0.9
-    est, chosen = select_candidates(cands, sizes, aux, lf.offsets, lf.bases)
+    est, _chosen = select_candidates(cands, sizes, aux, lf.offsets, lf.bases)
     cos_d = np.sum(_unit(est) * d, axis=1)
     cos_adv = np.sum(_unit(est) * pool[lf.adversarial_rows[:, 0]], axis=1)
     assert np.mean(cos_d > cos_adv) > 0.8

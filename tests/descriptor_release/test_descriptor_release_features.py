@@ -114,7 +114,7 @@ def test_bundled_split_and_stereo():
     imgs = load_bundled(["camera", "present"], 48)  # grey and RGBA photos
     assert imgs.images.shape == (2, 48, 48, 3)
     left, right, disp = load_stereo_motorcycle(128)
-    assert left.shape == right.shape == disp.shape + (3,)
+    assert left.shape == right.shape == (*disp.shape, 3)
     assert np.nanmax(disp) < 128 and np.isnan(disp).any()
     with pytest.raises(ConfigError, match="unknown bundled"):
         load_bundled(["nope"], 32)

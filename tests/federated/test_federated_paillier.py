@@ -69,7 +69,7 @@ def test_dphe_sum_equals_plaintext_sum_signed_floats_different_sparsity():
 
 
 def test_indices_are_doubly_permuted():
-    keygen, aggregator, users, pool = _roles(dim=200, capacity=20)
+    keygen, _aggregator, users, pool = _roles(dim=200, capacity=20)
     w = np.zeros(200)
     w[:20] = 1.0
     (msg,) = users[0].encrypt(w, pool)
@@ -100,7 +100,7 @@ def _holds(obj, predicate, seen=None, depth=0):
 
 
 def test_aggregator_cannot_decrypt_nor_unpermute():
-    keygen, aggregator, users, pool = _roles()
+    keygen, aggregator, users, _pool = _roles()
     shared = keygen.credentials_for_user(0).shared_perm
     assert not _holds(aggregator, lambda o: isinstance(o, paillier.PaillierPrivateKey))
     assert not _holds(aggregator, lambda o: isinstance(o, np.ndarray) and o.shape == shared.shape and np.array_equal(o, shared))
@@ -110,12 +110,12 @@ def test_aggregator_cannot_decrypt_nor_unpermute():
         assert not _holds(user, lambda o: isinstance(o, paillier.PaillierPrivateKey))
         for m in range(len(users)):
             other = keygen.credentials_for_user(m).own_perm
-            held = _holds(user, lambda o: isinstance(o, np.ndarray) and o.shape == other.shape and np.array_equal(o, other))
+            held = _holds(user, lambda o, other=other: isinstance(o, np.ndarray) and o.shape == other.shape and np.array_equal(o, other))
             assert held == (m == n)
 
 
 def test_bad_inputs_give_clear_errors():
-    keygen, aggregator, users, pool = _roles()
+    _keygen, aggregator, users, pool = _roles()
     with pytest.raises(InputError, match="NaN"):
         users[0].encrypt(np.full(40, np.nan), pool)
     with pytest.raises(InputError, match="overflows"):

@@ -9,7 +9,13 @@ from pydantic import ValidationError
 
 from vispriv.harness import Cache, CellContext, Images
 from vispriv.harness.errors import InputError
-from vispriv.plugins.descriptor_release.inversion import InversionConfig, SparseFeatures, load_checkpoint, reconstruct, train_or_load
+from vispriv.plugins.descriptor_release.inversion import (
+    InversionConfig,
+    SparseFeatures,
+    load_checkpoint,
+    reconstruct,
+    train_or_load,
+)
 from vispriv.plugins.descriptor_release.inversion.featuremap import flat_pixel_index, scatter_to_map
 from vispriv.plugins.descriptor_release.inversion.unet import SparseUNet
 

@@ -9,9 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from vispriv.harness import Cache, CellContext, Images
+from vispriv.plugins.defenses.ldp_feat import LdpFeat, candidate_distance, word_distance
 from vispriv.plugins.descriptor_release import ldp
 from vispriv.plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, RawFeatures
-from vispriv.plugins.defenses.ldp_feat import LdpFeat, candidate_distance, word_distance
 
 SIFT = {"max_keypoints": 64, "detector": "dense", "dense_step": 8}
 
@@ -165,4 +165,4 @@ def test_registered_in_scenario_hooks():
     seen = []
     hooks.vispriv_register_defenses(seen.append)
     assert LdpFeat in seen and LdpFeat.produces == (LdpFeatures,)
-    assert ldp.NAIVE_LOG_DOMAIN_SIZE == pytest.approx(1024 * math.log(2))
+    assert pytest.approx(1024 * math.log(2)) == ldp.NAIVE_LOG_DOMAIN_SIZE

@@ -13,7 +13,6 @@ import urllib.error
 import urllib.request
 
 import pytest
-
 from scale_helpers import metrics_by_hash, new_tracker, run_toy, toy_config
 
 STARTUP_S = 180

@@ -7,9 +7,9 @@ import yaml
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'vispriv[ray]')")
 
-from vispriv.harness.ray_executor import RayExecutor, cell_resources, worker_env  # noqa: E402
-
 from scale_helpers import SITE_OK, metrics_by_hash, new_tracker, run_cli, run_toy, toy_config, toy_registry  # noqa: E402
+
+from vispriv.harness.ray_executor import RayExecutor, cell_resources, worker_env  # noqa: E402
 
 
 @pytest.fixture(scope="module")

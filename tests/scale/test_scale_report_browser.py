@@ -9,10 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scale_helpers import new_tracker, run_toy, toy_config
 
 from vispriv.harness.report import write_report
-
-from scale_helpers import new_tracker, run_toy, toy_config
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

@@ -62,7 +62,7 @@ def load_checkpoint(path: str | Path) -> SparseUNet:
         net.load_state_dict(state)
     except InputError:
         raise
-    except Exception as exc:  # torch raises many types on a damaged file
+    except Exception as exc:  # noqa: BLE001 -- torch raises many types on a damaged file
         raise InputError(f"inversion checkpoint {path} is corrupt or not an inversion checkpoint ({type(exc).__name__})") from None
     return net.eval()
 
