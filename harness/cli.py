@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import sys
 from pathlib import Path
 
@@ -35,26 +36,74 @@ def cli() -> None:
 
 
 @cli.command()
+@click.argument("name", required=False)
 @click.option("--kind", type=click.Choice(KINDS), help="Only plugins of this kind.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output, config schemas included.")
 @click.option("--strict", is_flag=True, help="A plugin that fails to load is fatal.")
-def plugins(kind: str | None, as_json: bool, strict: bool) -> None:
-    """List registered plugins."""
+def plugins(name: str | None, kind: str | None, as_json: bool, strict: bool) -> None:
+    """List registered plugins, or show plugin NAME with its config parameters."""
     from vispriv.harness.plugin import plugin_info
+    from vispriv.harness.schema import config_schema
 
     registry = _registry(strict)
+    classes = registry.all(kind)
+    if name is not None:
+        classes = [c for c in classes if c.name == name]
+        if not classes:
+            known = ", ".join(sorted({c.name for c in registry.all(kind)})) or "none"
+            raise VisprivError(f"unknown plugin {name!r}; registered: {known}")
     rows = []
-    for cls in registry.all(kind):
+    for cls in classes:
         info = plugin_info(cls)
         info["source"] = registry.source_of(cls)
+        info["config"] = config_schema(cls.Config)
         rows.append(info)
     if as_json:
         payload = {"plugins": rows, "failures": [f.line() for f in registry.failures]}
         click.echo(json.dumps(payload, indent=2))
-        return
-    for r in rows:
-        flow = f"{'/'.join(r['consumes']) or '-'} -> {'/'.join(r['produces']) or '-'}"
-        click.echo(f"{r['kind']:8} {r['name']:22} {r['scenario']:20} {r['version']:7} {flow:45} {r['source']}")
+    elif name is not None:
+        click.echo("\n\n".join(_plugin_page(r) for r in rows))
+    else:
+        click.echo(_text_table(["KIND", "NAME", "SCENARIO", "VERSION", "DESCRIPTION"],
+                               [[r["kind"], r["name"], r["scenario"], r["version"], r["description"]] for r in rows],
+                               last_width=60))
+        click.echo("\n`vispriv plugins NAME` shows a plugin's parameters.")
+
+
+def _plugin_page(info: dict) -> str:  # type: ignore[type-arg]
+    """The detail view of one plugin: what it is, what flows through it, its parameters."""
+    flow = f"{', '.join(info['consumes']) or '-'} -> {', '.join(info['produces']) or '-'}"
+    head = [f"{info['kind']} {info['name']} {info['version']} (scenario {info['scenario']}; from {info['source']})",
+            info["description"], f"payloads: {flow}", ""]
+    params = _schema_rows(info["config"])
+    if not params:
+        return "\n".join([*head, "parameters: none"])
+    table = _text_table(["PARAMETER", "TYPE", "DEFAULT", "BOUNDS", "DESCRIPTION"], params)
+    return "\n".join([*head, table])
+
+
+def _schema_rows(schema: list, prefix: str = "") -> list[list[str]]:  # type: ignore[type-arg]
+    rows = []
+    for f in schema:
+        default = "required" if f["required"] else json.dumps(f["default"])
+        if "fields" in f:
+            rows.append([prefix + f["name"], f["type"], "(below)", f["bounds"], f["description"]])
+            rows.extend(_schema_rows(f["fields"], prefix + f["name"] + "."))
+        else:
+            rows.append([prefix + f["name"], f["type"], default, f["bounds"], f["description"]])
+    return rows
+
+
+def _text_table(header: list[str], rows: list[list[str]], last_width: int | None = None) -> str:
+    """A plain aligned table; the last column is not padded, and cut at ``last_width`` with '…'."""
+    cells = [[str(c) for c in row] for row in rows]
+    if last_width is not None:
+        for row in cells:
+            if len(row[-1]) > last_width:
+                row[-1] = row[-1][: last_width - 1] + "…"
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(header)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row[:-1], widths)) + "  " + row[-1] for row in [header, *cells]]
+    return "\n".join(line.rstrip() for line in lines)
 
 
 @cli.command()
@@ -62,7 +111,8 @@ def plugins(kind: str | None, as_json: bool, strict: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Print the cells and skip reasons; run nothing.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a config value.")
 @click.option("--resume", is_flag=True, help="Skip cells already FINISHED in MLflow with the same cell hash.")
-@click.option("--executor", default="local", show_default=True, help="local or ray.")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="Where cells run: this process, or Ray tasks.")
 @click.option("--ray-address", default=None, help="Join an existing Ray cluster (with --executor ray).")
 @click.option("--tracking-uri", default=None, help="MLflow tracking URI [default: sqlite:///mlflow.db].")
 @click.option("--cache-dir", default=None, help="Cache of expensive stages [default: the config's cache_dir].")
@@ -156,22 +206,51 @@ def report(experiment, metrics, formats, out_dir, curves, tables, parent, tracki
         click.echo(f"wrote {f}")
 
 
-def _ui_command(uri: str) -> str:
-    return f"mlflow ui --backend-store-uri {uri} --port 5000"
+def _ui_command(uri: str, port: int = 5000) -> str:
+    """The command that browses ``uri``: ``mlflow ui`` where it is on PATH, else through this Python."""
+    mlflow = "mlflow" if shutil.which("mlflow") else f"{shlex.quote(sys.executable)} -m mlflow"
+    return f"{mlflow} ui --backend-store-uri {uri} --port {port}"
 
 
 @cli.command()
 @click.option("--tracking-uri", default=None)
 @click.option("--start", is_flag=True, help="Start the UI instead of printing the command.")
-def ui(tracking_uri: str | None, start: bool) -> None:
+@click.option("--port", default=5000, show_default=True, type=click.IntRange(1, 65535))
+def ui(tracking_uri: str | None, start: bool, port: int) -> None:
     """Print (or start) the MLflow UI command for the store."""
     from vispriv.harness.tracking import default_tracking_uri
 
-    command = _ui_command(tracking_uri or default_tracking_uri())
+    uri = tracking_uri or default_tracking_uri()
     if not start:
-        click.echo(command)
+        click.echo(_ui_command(uri, port))
         return
-    os.execvp("mlflow", shlex.split(command))
+    # Started through this interpreter: works without an activated virtual environment.
+    args = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--port", str(port)]
+    try:
+        os.execv(sys.executable, args)
+    except OSError as exc:
+        raise VisprivError(f"cannot start the MLflow UI ({exc}); run: {_ui_command(uri, port)}") from None
+
+
+@cli.command()
+@click.argument("names", nargs=-1)
+@click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="Write the configs (all, or NAMES) into this folder instead of listing or printing them.")
+@click.option("--force", is_flag=True, help="With --out: replace files that exist.")
+def examples(names: tuple[str, ...], out_dir: Path | None, force: bool) -> None:
+    """List the example configs, print NAMES, or write them with --out DIR."""
+    from vispriv.harness.examples import example_configs, find_example, summary, write_examples
+
+    if out_dir is not None:
+        for path in write_examples(list(names), out_dir, overwrite=force):
+            click.echo(f"wrote {path}")
+        return
+    if names:
+        click.echo("\n".join(find_example(n).read_text() for n in names), nl=False)
+        return
+    configs = example_configs()
+    click.echo(_text_table(["EXAMPLE", "WHAT IT RUNS"], [[n, summary(c)] for n, c in configs.items()]))
+    click.echo("\n`vispriv examples NAME` prints one; `vispriv examples --out examples` writes them all.")
 
 
 @cli.command()

@@ -36,6 +36,7 @@ def _source_packages() -> set[str]:
 
 def test_every_source_package_is_listed_under_vispriv():
     listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
+    assert "vispriv.examples" in listed  # the example configs ship with the wheel
     assert _source_packages() == listed
     assert all(p == "vispriv" or p.startswith("vispriv.") for p in listed)
 

@@ -1,0 +1,104 @@
+"""A plugin's configuration schema, read off its pydantic ``Config`` (``vispriv plugins NAME``).
+
+Each field becomes one JSON-friendly row: name, type, default (or ``required``), bounds,
+allowed values and description. Bounds come from the field's ``annotated_types``
+constraints (``Field(ge=..., lt=...)``); allowed values from ``Literal`` annotations;
+descriptions from ``Field(description=...)``. A nested config model (e.g. a defense's
+``matching``) lists its own fields under ``fields``.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+import typing
+from typing import Any, Literal, Union
+
+import annotated_types
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+_BOUNDS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<", "multiple_of": "multiple of", "min_length": "min length",
+           "max_length": "max length"}
+
+
+def config_schema(model: type[BaseModel]) -> list[dict[str, Any]]:
+    """One row per field of ``model`` (see the module docstring)."""
+    return [_field_row(name, info) for name, info in model.model_fields.items()]
+
+
+def _field_row(name: str, info: FieldInfo) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "name": name,
+        "type": type_label(info.annotation),
+        "default": None if info.is_required() else _jsonable(info.get_default(call_default_factory=True)),
+        "required": info.is_required(),
+        "bounds": _bounds(info),
+        "choices": _choices(info.annotation),
+        "description": info.description or "",
+    }
+    nested = _nested_model(info.annotation)
+    if nested is not None:
+        row["fields"] = config_schema(nested)
+    return row
+
+
+def type_label(annotation: Any) -> str:
+    """A short, readable name of a type annotation (``int | None``, ``Literal['a', 'b']``)."""
+    if annotation is None or annotation is type(None):
+        return "None"
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin in (Union, types.UnionType):
+        return " | ".join(type_label(a) for a in args)
+    if origin is typing.Annotated:
+        return type_label(args[0])
+    if origin is not None:
+        name = getattr(origin, "__name__", str(origin))
+        return f"{name}[{', '.join(type_label(a) for a in args)}]" if args else name
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _bounds(info: FieldInfo) -> str:
+    parts = []
+    for meta in info.metadata:
+        for attr, sign in _BOUNDS.items():
+            value = getattr(meta, attr, None)
+            if value is not None and isinstance(meta, annotated_types.BaseMetadata):
+                parts.append(f"{sign} {value}")
+    return ", ".join(parts)
+
+
+def _choices(annotation: Any) -> list[Any]:
+    if typing.get_origin(annotation) is Literal:
+        return list(typing.get_args(annotation))
+    out: list[Any] = []
+    for arg in typing.get_args(annotation):
+        if typing.get_origin(arg) is Literal:
+            out.extend(typing.get_args(arg))
+    return out
+
+
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    candidates = [annotation, *typing.get_args(annotation)]
+    for c in candidates:
+        if isinstance(c, type) and issubclass(c, BaseModel):
+            return c
+    return None
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` as JSON can carry it: models as dicts, tuples as lists, inf/nan as strings."""
+    if isinstance(value, BaseModel):
+        return _jsonable(value.model_dump())
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)

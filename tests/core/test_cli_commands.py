@@ -1,0 +1,115 @@
+"""The commands a new user meets first: plugins (with parameters), examples, ui, and choices."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+BUILTINS = {"VISPRIV_PLUGINS": "metrics,image-release"}
+
+
+def test_plugins_listing_is_a_table_with_a_header(run_cli):
+    out = run_cli("plugins", env=BUILTINS)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split() == ["KIND", "NAME", "SCENARIO", "VERSION", "DESCRIPTION"]
+    rows = [line for line in lines[1:] if line and not line.startswith("`")]
+    assert {r.split()[1] for r in rows} >= {"pixelate", "as-released", "ssim", "sample-images"}
+    # The columns line up under the header, and no row runs to 150 characters.
+    name_col = lines[0].index("NAME")
+    assert all(r[name_col - 1] == " " and r[name_col] != " " for r in rows)
+    assert max(len(r) for r in rows) <= 120
+
+
+def test_plugins_name_shows_the_config_schema(run_cli):
+    out = run_cli("plugins", "pixelate", env=BUILTINS)
+    assert out.returncode == 0, out.stderr
+    header = next(line for line in out.stdout.splitlines() if line.startswith("PARAMETER"))
+    assert header.split() == ["PARAMETER", "TYPE", "DEFAULT", "BOUNDS", "DESCRIPTION"]
+    block = next(line for line in out.stdout.splitlines() if line.startswith("block"))
+    assert block.split() == ["block", "int", "4", ">=", "1"]
+    assert "payloads: Images -> Images" in out.stdout
+
+
+def test_plugins_json_carries_the_schema(run_cli):
+    out = run_cli("plugins", "--json", env=BUILTINS)
+    plugins = {(p["kind"], p["name"]): p for p in json.loads(out.stdout)["plugins"]}
+    (block,) = plugins[("defense", "pixelate")]["config"]
+    assert block == {"name": "block", "type": "int", "default": 4, "required": False, "bounds": ">= 1",
+                     "choices": [], "description": ""}
+    assert plugins[("attack", "as-released")]["config"] == []
+
+
+def test_plugins_unknown_name_is_one_line(run_cli):
+    out = run_cli("plugins", "pixelat", env=BUILTINS)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [out.stderr.strip()]
+    assert "unknown plugin 'pixelat'" in out.stderr and "pixelate" in out.stderr
+
+
+def test_executor_is_a_choice(run_cli, tmp_path):
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"name": "x", "datasets": ["sample-images"],
+                                                     "defenses": ["none"], "attacks": ["as-released"]}))
+    out = run_cli("matrix", "c.yaml", "--executor", "dask", env=BUILTINS)
+    assert out.returncode == 2
+    assert "'dask' is not one of 'local', 'ray'" in out.stderr
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_examples_list_print_and_write(run_cli, tmp_path):
+    listed = run_cli("examples", env=BUILTINS)
+    assert listed.returncode == 0, listed.stderr
+    names = [line.split()[0] for line in listed.stdout.splitlines()[1:] if line and not line.startswith("`")]
+    repo_examples = sorted(p.stem for p in (Path(__file__).parents[2] / "examples").glob("*.yaml"))
+    assert names == repo_examples
+    printed = run_cli("examples", "image-release", env=BUILTINS)
+    assert yaml.safe_load(printed.stdout)["name"] == "image-release"
+    wrote = run_cli("examples", "image_release", "--out", "cfg", env=BUILTINS)
+    assert wrote.returncode == 0, wrote.stderr
+    written = tmp_path / "cfg" / "image_release.yaml"
+    assert written.read_text() == printed.stdout
+    written.write_text("# my edits\n")
+    again = run_cli("examples", "image_release", "--out", "cfg", env=BUILTINS)
+    assert again.returncode == 2 and "--force" in again.stderr
+    assert written.read_text() == "# my edits\n"
+    unknown = run_cli("examples", "nosuch", env=BUILTINS)
+    assert unknown.returncode == 2 and "shipped examples: album" in unknown.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_ui_start_works_without_an_activated_venv(tmp_path):
+    """The venv's bin folder is not on PATH: ``vispriv ui --start`` still serves the store."""
+    port = _free_port()
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vispriv", "ui", "--start", "--port", str(port),
+         "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        status = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
+                    status = resp.status
+                    break
+            except OSError:
+                time.sleep(0.5)
+        assert status == 200, proc.stderr.read() if proc.poll() is not None else "no answer"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
