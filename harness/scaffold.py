@@ -150,6 +150,9 @@ description = "A vispriv {kind} plugin: {name}"
 requires-python = ">=3.10"
 dependencies = ["vispriv"]
 
+[project.optional-dependencies]
+test = ["pytest>=8"]
+
 [project.entry-points.vispriv]
 {name} = "{module}.plugin"
 
@@ -194,8 +197,8 @@ _README = '''# vispriv-{name}
 
 A vispriv {kind} plugin scaffolded by `vispriv new-plugin {name} --kind {kind}`.
 
-    pip install -e .
-    vispriv plugins --kind {kind}      # {name} is listed
+    pip install -e '.[test]'          # into the environment that has vispriv
+    vispriv plugins {name}            # its parameters; `vispriv plugins --kind {kind}` lists it
     pytest tests
 
 Use it in a matrix config by name (`{name}`); see vispriv's docs/writing-a-plugin.md.

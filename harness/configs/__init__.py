@@ -1,0 +1,1 @@
+"""The packaged demo matrix and its report spec (``vispriv demo``)."""
