@@ -1,8 +1,8 @@
 """Levers of the inversion attack (issue 4, "How strong it has to be"), measured on 2 CPU cores.
 
 Trains the sparse-SIFT inversion U-Net on the bundled ``public`` (+ ``lifting``) photos of
-vispriv.harness.data.bundled (real photos, nothing simulated) under several settings and scores
-reconstructions of every crop (a quarter crop apart) of the held-out ``test`` photos (SSIM, scikit-image, data_range=1). Every condition
+vispriv.plugins.descriptor_release.splits (real photos, nothing simulated) under several
+settings and scores reconstructions of every crop (a quarter crop apart) of the held-out ``test`` photos (SSIM, scikit-image, data_range=1). Every condition
 is compared against the baseline condition on the same test crops (paired difference and
 its standard error) and against the mean-image predictor (the mean public crop).
 
@@ -24,15 +24,15 @@ import time
 import numpy as np
 
 from vispriv.harness import Cache, CellContext, Images
-from vispriv.harness.data.bundled import load_split
 from vispriv.plugins.descriptor_release.inversion import InversionConfig, SparseFeatures, reconstruct, train_or_load
 from vispriv.plugins.descriptor_release.inversion.data import variant_sets
 from vispriv.plugins.descriptor_release.sift import SiftConfig, extract_features
+from vispriv.plugins.descriptor_release.splits import load_split
 from vispriv.plugins.metrics.image_quality import per_image_quality
 
 
 def split(name: str, side: int) -> Images:
-    """A split of the bundled photos (vispriv.harness.data.bundled: the matrix's own data)."""
+    """A split of the bundled photos (the matrix's own split)."""
     return load_split(name, side)
 
 

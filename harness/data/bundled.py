@@ -1,15 +1,10 @@
 """Natural photos shipped inside installed packages: scikit-image, scikit-learn, matplotlib.
 
-Nothing is downloaded: every image is a file inside an installed wheel. The photos are
-split once, by hand, into three fixed, disjoint sets (:data:`BUNDLED_SPLITS`):
-
-* ``test`` -- the private images: people and faces (astronaut, cameraman, Grace Hopper)
-  and a cat's face (chelsea);
-* ``lifting`` and ``public`` -- two disjoint sets of other scenes (section 6.1 of
-  ldp-feat.md keeps the defender's database images and the attacker's apart).
-
-The rectified motorcycle stereo pair with its ground-truth disparity is kept out of all
-three splits; :func:`load_stereo_motorcycle` serves it to utility evaluators.
+Nothing is downloaded: every image is a file inside an installed wheel
+(:data:`BUNDLED_SOURCES`, by name). How a scenario splits them is the scenario's choice
+(e.g. :mod:`vispriv.plugins.descriptor_release.splits`, ldp-feat.md section 6.1); the core
+only loads them. The rectified motorcycle stereo pair with its ground-truth disparity is
+served by :func:`load_stereo_motorcycle` to utility evaluators.
 
 Every photo is centre-cropped to a square, resized (anti-aliased) to ``size`` and
 returned as RGB in [0, 1]: grey photos are replicated to three channels, RGBA photos lose
@@ -91,14 +86,6 @@ BUNDLED_SOURCES: dict[str, Callable[[], np.ndarray]] = {
     "motorcycle_right": _motorcycle(1),
 }
 
-#: The fixed split: people and faces are private test images; the rest is split in two.
-BUNDLED_SPLITS: dict[str, tuple[str, ...]] = {
-    "test": ("astronaut", "camera", "grace_hopper", "chelsea"),
-    "lifting": ("coffee", "rocket", "china", "brick", "coins", "hubble_deep_field", "page"),
-    "public": ("flower", "gravel", "grass", "moon", "clock", "immunohistochemistry", "retina", "present"),
-}
-
-
 def to_rgb_float(image: np.ndarray) -> np.ndarray:
     """Any grey / RGB / RGBA image (uint8 or float) as float32 RGB in [0, 1], (H, W, 3)."""
     arr = np.asarray(image)
@@ -143,13 +130,6 @@ def load_bundled(names: Sequence[str], size: int) -> Images:
         raise ConfigError(f"unknown bundled images {unknown}; known: {', '.join(BUNDLED_SOURCES)}")
     arrays = [square_resize(to_rgb_float(BUNDLED_SOURCES[n]()), size) for n in names]
     return Images(np.stack(arrays) if arrays else np.zeros((0, size, size, 3), np.float32), list(names))
-
-
-def load_split(split: str, size: int) -> Images:
-    """One of the fixed splits (``test``, ``lifting``, ``public``) at side ``size``."""
-    if split not in BUNDLED_SPLITS:
-        raise ConfigError(f"unknown split {split!r}; choose one of {', '.join(BUNDLED_SPLITS)}")
-    return load_bundled(BUNDLED_SPLITS[split], size)
 
 
 def grid_crops(images: Images, size: int, grid: int) -> Images:

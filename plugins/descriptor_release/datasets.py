@@ -14,11 +14,12 @@ from pathlib import Path
 from pydantic import Field
 
 from vispriv.harness import CellContext, Dataset, Images, PluginConfig, Scene
-from vispriv.harness.data.bundled import BUNDLED_SPLITS, crop_source_size, grid_crops, load_split
+from vispriv.harness.data.bundled import crop_source_size, grid_crops
 from vispriv.harness.data.image_folder import list_images, load_image_folder, split_files
 from vispriv.harness.errors import InputError
 from vispriv.plugins.descriptor_release.config import SiftConfig
 from vispriv.plugins.descriptor_release.payloads import DescriptorPublic
+from vispriv.plugins.descriptor_release.splits import BUNDLED_SPLITS, load_split
 
 SCENARIO = "descriptor-release"
 

@@ -5,8 +5,9 @@ import numpy as np
 
 def test_test_grid_gives_half_overlapping_crops_of_the_test_photos():
     from vispriv.harness import Cache, CellContext
-    from vispriv.harness.data.bundled import grid_crops, load_split
+    from vispriv.harness.data.bundled import grid_crops
     from vispriv.plugins.descriptor_release.datasets import BundledImages
+    from vispriv.plugins.descriptor_release.splits import load_split
 
     scene = BundledImages(BundledImages.Config(size=32, test_grid=3)).load(CellContext(cache=Cache(None)))
     assert scene.private.images.shape[:3] == (4 * 9, 32, 32)

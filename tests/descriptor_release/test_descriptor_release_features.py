@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vispriv.harness import Cache, Images
-from vispriv.harness.data.bundled import BUNDLED_SPLITS, load_bundled, load_stereo_motorcycle, to_rgb_float
+from vispriv.harness.data.bundled import load_bundled, load_stereo_motorcycle, to_rgb_float
 from vispriv.harness.data.image_folder import load_image_folder
 from vispriv.harness.errors import ConfigError, InputError
 from vispriv.plugins.descriptor_release.dictionary import nearest_neighbours, spherical_kmeans
@@ -19,6 +19,7 @@ from vispriv.plugins.descriptor_release.matching import (
     ratio_match,
 )
 from vispriv.plugins.descriptor_release.sift import SiftConfig, extract_features, quantize_colmap
+from vispriv.plugins.descriptor_release.splits import BUNDLED_SPLITS
 
 
 @pytest.fixture(scope="module")

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from vispriv.harness import Cache, CellContext, Images
-from vispriv.harness.data.bundled import load_split
 from vispriv.harness.errors import InputError
 from vispriv.plugins.attacks.inversion import Dia, InvertLdp, InvertRaw, MeanImage
 from vispriv.plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, LiftedFeatures
 from vispriv.plugins.descriptor_release.sift import SiftConfig, extract_features
+from vispriv.plugins.descriptor_release.splits import load_split
 from vispriv.plugins.descriptor_release.subspace import lift
 from vispriv.plugins.metrics.inversion_report import ReconstructionReport
 
