@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from vispriv.harness.errors import ConfigError, InputError
-from vispriv.plugins.album.classifier import train_classifier
 from vispriv.plugins.album.manifest import Manifest
 from vispriv.plugins.album.partition import assign, partition
 from vispriv.plugins.album.world import SimWorld
@@ -40,6 +39,7 @@ def collection_size(kind: str) -> int | None:
 
 def train_pair(features: np.ndarray, places: np.ndarray, n_places: int, seed: int, epochs: int) -> dict[str, np.ndarray]:
     """Proxy and adversary classifiers on two disjoint random halves of the training photos."""
+    from vispriv.plugins.album.classifier import train_classifier
     order = np.random.default_rng(seed).permutation(len(features))
     halves = order[: len(order) // 2], order[len(order) // 2 :]
     out = {}

@@ -25,22 +25,15 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
-from skimage.transform import resize
 
 from vispriv.harness import Attack, AttackResult, CellContext, Images, Payload, PluginConfig
 from vispriv.harness.artifacts import save_image_grid
 from vispriv.harness.errors import ConfigError, InputError
 from vispriv.harness.hashing import derive_seed
-from vispriv.plugins.descriptor_release.inversion import (
-    InversionConfig,
-    SparseFeatures,
-    load_checkpoint,
-    reconstruct,
-    train_or_load,
-)
-from vispriv.plugins.descriptor_release.inversion.data import variant_sets
+from vispriv.plugins.descriptor_release.config import SiftConfig
+from vispriv.plugins.descriptor_release.inversion import InversionConfig, SparseFeatures
 from vispriv.plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, LiftedFeatures, RawFeatures
-from vispriv.plugins.descriptor_release.sift import SiftConfig, extract_features
+from vispriv.plugins.descriptor_release.sift import extract_features
 
 SCENARIO = "descriptor-release"
 
@@ -59,6 +52,7 @@ class InversionAttackConfig(PluginConfig):
 
 def _public_images(public: Payload | None, name: str, sets: tuple[str, ...] = ("public",)) -> Images:
     """The named public image sets of the scene, stacked (resized to the first set's size)."""
+    from skimage.transform import resize
     if not isinstance(public, DescriptorPublic):
         raise InputError(f"{name} needs DescriptorPublic (public images to train on); got {type(public).__name__}")
     parts = [getattr(public, s) for s in sets]
@@ -72,6 +66,7 @@ def _public_images(public: Payload | None, name: str, sets: tuple[str, ...] = ("
 
 def _sized(images: Images, sift: SiftConfig) -> Images:
     """The images in SIFT's extraction frame (square ``sift.image_size`` when set)."""
+    from skimage.transform import resize
     if sift.image_size is None:
         return images
     s = sift.image_size
@@ -103,6 +98,8 @@ class _Inversion(Attack):
 
     def training_sets(self, release: Payload, public: Payload | None, ctx: CellContext) -> list[tuple[Images, SparseFeatures]]:
         """(images, features) of every augmentation variant of every public image."""
+        from vispriv.plugins.descriptor_release.inversion.data import variant_sets
+
         images = _sized(_public_images(public, self.name, self.config.train_on), self.sift(public))
         cfg = self.config.network
         # Training randomness follows the config's seed, not the cell's, so cells share one network.
@@ -115,6 +112,8 @@ class _Inversion(Attack):
     def attack(self, release: Payload, public: Payload | None, ctx: CellContext) -> AttackResult:
         if not isinstance(release, self.consumes):
             raise InputError(f"{self.name} needs {' or '.join(t.__name__ for t in self.consumes)}; got {type(release).__name__}")
+        from vispriv.plugins.descriptor_release.inversion.train import load_checkpoint, reconstruct, train_or_load
+
         feats = self.release_features(release)
         if self.config.checkpoint:
             net, info = load_checkpoint(self.config.checkpoint), {"trained": 0.0}
@@ -275,6 +274,7 @@ class MeanImage(Attack):
     produces = (Images,)
 
     def attack(self, release: Payload, public: Payload | None, ctx: CellContext) -> AttackResult:
+        from skimage.transform import resize
         if not isinstance(release, self.consumes):
             raise InputError(f"mean-image needs keypointed features; got {type(release).__name__}")
         h, w = release.image_size

@@ -24,7 +24,6 @@ from pydantic import Field
 
 from vispriv.harness import CellContext, Defense, Labels, PluginConfig, Protected
 from vispriv.harness.errors import InputError
-from vispriv.plugins.album import milp
 from vispriv.plugins.album.payloads import Albums, GeoModels, KeptAlbums
 from vispriv.plugins.album.pruning import (
     PruneResult,
@@ -92,6 +91,7 @@ class AlbumPruning(Defense):
     produces = (KeptAlbums,)
 
     def _prune(self, S: np.ndarray, t: int, fixed: np.ndarray) -> PruneResult:
+        from vispriv.plugins.album import milp
         cfg = self.config
         A, _ = advantage(S, t, cfg.theta)
         d = int(np.floor(cfg.budget * len(S)))

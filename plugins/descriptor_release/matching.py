@@ -37,7 +37,6 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from vispriv.harness import Cache, Images, PluginConfig
@@ -156,6 +155,7 @@ def corner_error(h_est: np.ndarray, h_true: np.ndarray, height: int, width: int)
 
 def ransac(src: np.ndarray, dst: np.ndarray, model: str, threshold: float, max_iter: int, seed: int) -> tuple[np.ndarray | None, np.ndarray]:
     """kornia RANSAC of a ``homography`` or ``fundamental`` model: (3x3 model or None, inlier mask)."""
+    import torch
     from kornia.geometry.ransac import RANSAC
 
     minimal = 4 if model == "homography" else 8
@@ -273,6 +273,7 @@ def evaluate_utility(
         ``cfg.stereo``, ``stereo_mma_{t}px``, ``stereo_ransac_inliers``, ``stereo_n_matches``.
         All are higher-is-better (:func:`utility_directions`).
     """
+    import torch
     if cfg.criterion == "vocabulary" and distance is pair_distance:
         raise ConfigError(
             "matching.criterion 'vocabulary' needs a defense whose release defines visual words "

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.stats import beta
 
 from vispriv.harness.errors import InputError
 
@@ -79,6 +78,7 @@ def clopper_pearson(successes: np.ndarray, trials: int, alpha: float) -> tuple[n
 
     Vectorised over ``successes``; ``lo = 0`` at 0 successes and ``hi = 1`` at ``trials``.
     """
+    from scipy.stats import beta
     k = np.asarray(successes, dtype=np.float64)
     lo = np.where(k > 0, beta.ppf(alpha / 2, np.maximum(k, 1e-300), trials - k + 1), 0.0)
     hi = np.where(k < trials, beta.ppf(1 - alpha / 2, k + 1, np.maximum(trials - k, 1e-300)), 1.0)

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from vispriv.plugins.descriptor_release.subspace import (
     canonical_offsets,
@@ -74,6 +73,7 @@ def batched_kmeans(points: np.ndarray, k: int, iters: int = 10) -> np.ndarray:
     Farthest-point initialisation from the first point (the one nearest to D), so the
     result is deterministic; empty clusters keep their previous centre.
     """
+    import torch
     x = torch.as_tensor(np.asarray(points, np.float32))
     s, n, _ = x.shape
     k = min(k, n)
@@ -153,6 +153,7 @@ def _candidate_scores(cands: np.ndarray, aux_rows: np.ndarray, offsets: np.ndarr
 
     ``aux_rows`` (K, J) are the rows of Q' (-1 = padding, ignored).
     """
+    import torch
     k_sub, k = cands.shape[:2]
     c_all = canonical_offsets(torch.from_numpy(np.asarray(offsets, np.float64)), torch.from_numpy(np.asarray(bases, np.float64)))
     b_all = torch.from_numpy(np.asarray(bases, np.float64))

@@ -32,15 +32,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from vispriv.harness import Cache, Images
 from vispriv.harness.errors import InputError
 from vispriv.harness.hashing import fingerprint
 from vispriv.plugins.descriptor_release.config import MIN_IMAGE_SIDE, SiftConfig
 from vispriv.plugins.descriptor_release.payloads import DESCRIPTOR_DIM, RawFeatures
+
+if TYPE_CHECKING:  # torch is imported where it runs: listing plugins must not load it
+    import torch
 
 #: Version of the extraction code, part of every cache key.
 SIFT_VERSION = "1.0"
@@ -68,6 +71,7 @@ def l2_normalise(descriptors: np.ndarray) -> np.ndarray:
 
 def to_grey_tensor(images: np.ndarray, size: int | None) -> torch.Tensor:
     """(N, H, W, C) floats in [0, 1] -> (N, 1, H', W') grey tensor (resized when ``size``)."""
+    import torch
     arr = np.asarray(images, dtype=np.float32)
     grey = arr.mean(axis=-1) if arr.shape[-1] == 1 else arr @ np.array([0.299, 0.587, 0.114], np.float32)
     t = torch.from_numpy(np.ascontiguousarray(grey))[:, None]
@@ -104,6 +108,7 @@ def dense_grid(height: int, width: int, step: int, margin: float) -> np.ndarray:
 
 
 def _extract_one_dog(img: torch.Tensor, cfg: SiftConfig) -> tuple[np.ndarray, np.ndarray]:
+    import torch
     from kornia.feature import get_laf_center
 
     extractor = _dog_extractor(cfg.max_keypoints, cfg.descriptor_backend, cfg.upright)
@@ -116,6 +121,7 @@ def _extract_one_dog(img: torch.Tensor, cfg: SiftConfig) -> tuple[np.ndarray, np
 
 
 def _extract_one_dense(img: torch.Tensor, cfg: SiftConfig) -> tuple[np.ndarray, np.ndarray]:
+    import torch
     from kornia.feature import laf_from_center_scale_ori
 
     h, w = img.shape[-2:]
@@ -136,6 +142,7 @@ def _extract_one_dense(img: torch.Tensor, cfg: SiftConfig) -> tuple[np.ndarray, 
 def single_thread() -> Iterator[None]:
     """Run torch on one thread inside the block (SIFT on small images is overhead-bound and
     several threads on a loaded 2-core machine were measured 15x slower)."""
+    import torch
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -21,13 +21,15 @@ within distance 1 of the origin, so the expanded form loses little precision in 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import torch
 
 from vispriv.harness.errors import ConfigError, InputError
 from vispriv.plugins.descriptor_release.payloads import DESCRIPTOR_DIM, LiftedFeatures, RawFeatures
+
+if TYPE_CHECKING:  # torch is imported where it runs: listing plugins must not load it
+    import torch
 
 LiftingMode = Literal["random", "adversarial", "hybrid", "sub-hybrid"]
 #: Number of contiguous sub-databases of sub-hybrid lifting (ref [11]).
@@ -144,12 +146,14 @@ def lift(
 
 def canonical_offsets(offsets: np.ndarray | torch.Tensor, bases: np.ndarray | torch.Tensor) -> torch.Tensor:
     """The point of each subspace closest to the origin: c - B^T B c (orthogonal to B)."""
+    import torch
     c = torch.as_tensor(offsets)
     b = torch.as_tensor(bases)
     return c - torch.einsum("smd,sm->sd", b, torch.einsum("smd,sd->sm", b, c))
 
 
 def _as_tensor(x: np.ndarray | torch.Tensor, device: str, dtype: torch.dtype) -> torch.Tensor:
+    import torch
     return torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x, dtype=dtype, device=device)
 
 
@@ -175,6 +179,7 @@ def _subspace_chunk_sqdist(
     caller reuse the product and result memory between chunks instead of re-allocating
     (and page-faulting) ~100 MB per chunk.
     """
+    import torch
     s, p = c_sq.shape[0], w.shape[0]
     if buffers is not None:
         if (s, p) not in buffers:
@@ -190,6 +195,7 @@ def _subspace_chunk_sqdist(
 
 
 def _prepare(offsets: np.ndarray | torch.Tensor, bases: np.ndarray | torch.Tensor, device: str, dtype: torch.dtype):
+    import torch
     c = _as_tensor(offsets, device, torch.float64)
     b = _as_tensor(bases, device, torch.float64)
     c = canonical_offsets(c, b)
@@ -209,6 +215,7 @@ def point_subspace_sqdist(
     For few subspaces or points; :func:`nearest_to_subspaces` is the bounded-memory version
     for large databases. Float32 on ``device``.
     """
+    import torch
     offsets, bases = np.asarray(offsets), np.asarray(bases)
     _check_subspaces(offsets, bases)
     w = _as_tensor(points, device, torch.float32)
@@ -238,6 +245,7 @@ def nearest_to_subspaces(
     (s (m + 1), 128) x (128, p) gives ``c.w`` and ``B w``; each chunk keeps its top-n and
     the candidates are merged once, so memory is O(chunk_elements + s n |W| / p).
     """
+    import torch
     offsets, bases = np.asarray(offsets), np.asarray(bases)
     _check_subspaces(offsets, bases)
     w_all = _as_tensor(database, device, torch.float32)
@@ -272,6 +280,7 @@ def nearest_to_subspaces(
 
 def _psd_solve(g: torch.Tensor, r: torch.Tensor, rtol: float) -> torch.Tensor:
     """``G^+ r`` for batched PSD ``G``: Cholesky where G is well conditioned, eigen-pseudo-inverse elsewhere."""
+    import torch
     chol, info = torch.linalg.cholesky_ex(g)
     sol = torch.cholesky_solve(r[..., None], chol)[..., 0]
     diag = torch.diagonal(chol, dim1=-2, dim2=-1)
@@ -300,6 +309,7 @@ def subspace_sqdist(
     intersecting directions make ``G`` singular; the pseudo-inverse (eigenvalues below
     ``rtol`` x 2 dropped) still gives the exact residual.
     """
+    import torch
     c1, b1 = np.asarray(offsets1, np.float64), np.asarray(bases1, np.float64)
     c2, b2 = np.asarray(offsets2, np.float64), np.asarray(bases2, np.float64)
     _check_subspaces(c1, b1)

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 from pydantic import Field
-from skimage import data as skdata
-from skimage.color import gray2rgb, rgba2rgb
-from skimage.transform import resize
 
 from vispriv.harness import CellContext, Dataset, Images, PluginConfig, Scene
 
@@ -17,6 +14,10 @@ PUBLIC_NAMES = ("rocket", "immunohistochemistry", "hubble_deep_field", "coins")
 
 def load_photo(name: str, size: int) -> np.ndarray:
     """One scikit-image photo as float32 RGB in [0, 1], resized to ``size`` x ``size``."""
+    from skimage import data as skdata
+    from skimage.color import gray2rgb, rgba2rgb
+    from skimage.transform import resize
+
     img = getattr(skdata, name)()
     if img.ndim == 2:
         img = gray2rgb(img)

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import ClassVar
 
 import numpy as np
-from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
 from vispriv.harness import CellContext, Images, Metric
 from vispriv.harness.errors import InputError
@@ -45,6 +44,8 @@ def _mae(a: np.ndarray, b: np.ndarray) -> float:
 def _ssim(a: np.ndarray, b: np.ndarray) -> float:
     """scikit-image SSIM (Wang et al. 2004), data_range=1; the 7-pixel window shrinks to
     the largest odd size that fits images smaller than 7 pixels."""
+    from skimage.metrics import structural_similarity
+
     side = min(a.shape[0], a.shape[1])
     if side < 3:
         raise InputError(f"SSIM needs images of at least 3x3 pixels; got {a.shape[0]}x{a.shape[1]}")
@@ -53,6 +54,8 @@ def _ssim(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def _psnr(a: np.ndarray, b: np.ndarray) -> float:
+    from skimage.metrics import peak_signal_noise_ratio
+
     if np.array_equal(a, b):
         return float("inf")
     return float(peak_signal_noise_ratio(a, b, data_range=1.0))

@@ -11,20 +11,20 @@ Modules: :mod:`.config` (training config), :mod:`.featuremap` (sparse maps),
 content-addressed checkpoint cache, reconstruction).
 """
 
+from typing import Any
+
 from vispriv.plugins.descriptor_release.inversion.config import InversionConfig
 from vispriv.plugins.descriptor_release.inversion.featuremap import SparseFeatures
-from vispriv.plugins.descriptor_release.inversion.train import (
-    TrainedInverter,
-    load_checkpoint,
-    reconstruct,
-    train_or_load,
-)
 
-__all__ = [
-    "InversionConfig",
-    "SparseFeatures",
-    "TrainedInverter",
-    "load_checkpoint",
-    "reconstruct",
-    "train_or_load",
-]
+#: Loaded on first use (PEP 562): they import torch and Lightning, which listing plugins must not.
+_TRAINING = ("TrainedInverter", "load_checkpoint", "reconstruct", "train_or_load")
+
+__all__ = ["InversionConfig", "SparseFeatures", *_TRAINING]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _TRAINING:
+        from vispriv.plugins.descriptor_release.inversion import train
+
+        return getattr(train, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,11 +11,14 @@ Several keypoints on one pixel are averaged; a last channel marks occupied pixel
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from vispriv.harness.errors import InputError
+
+if TYPE_CHECKING:  # torch is imported where it runs: listing plugins must not load it
+    import torch
 
 
 @dataclass
@@ -69,6 +72,7 @@ def flat_pixel_index(batch: np.ndarray, rows: np.ndarray, cols: np.ndarray, heig
 
 def scatter_to_map(values: torch.Tensor, flat_index: torch.Tensor, batch: int, height: int, width: int) -> torch.Tensor:
     """(B, C+1, H, W) map: mean of ``values`` (K, C) per pixel, plus an occupancy channel."""
+    import torch
     k, c = values.shape
     n_pix = batch * height * width
     if k and (int(flat_index.min()) < 0 or int(flat_index.max()) >= n_pix):
