@@ -149,11 +149,12 @@ def report(experiment, metrics, formats, out_dir, curves, tables, frontiers, par
         if not sep or not col or ":" in col:
             raise VisprivError(f"--table {spec!r}: expected ROW1,ROW2:COL, e.g. defense.dictionary_size,defense.m:defense.epsilon")
         table_specs.append(([r for r in row_part.split(",") if r], col))
+    frontier_specs = [parse_spec(spec) for spec in frontiers]
     command = "vispriv report " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     files = write_report(
         Tracker(tracking_uri), experiment, out_dir, list(metrics) or None, list(formats) or ["md"], parsed,
         parent_id=parent, command=command.strip(), log_to_parent=not no_log, tables=table_specs,
-        frontiers=[parse_spec(spec) for spec in frontiers],
+        frontiers=frontier_specs,
     )
     if "md" in (formats or ["md"]):
         click.echo(files.markdown)

@@ -179,6 +179,7 @@ def frontier_figure(f: Frontier) -> Any:
     pad = 0.08 * (hi - lo) if hi > lo else 0.1 * (abs(hi) or 1.0)
     shown_y = {id(p): p.privacy if math.isfinite(p.privacy) else (hi + 2 * pad if p.privacy > 0 else lo - 2 * pad)
                for p in f.points}
+    x_lo, x_hi = min(p.utility for p in f.points), max(p.utility for p in f.points)
     front = sorted((p for p in f.points if p.on_front), key=lambda p: p.utility)
     ax.plot([p.utility for p in front], [shown_y[id(p)] for p in front], "-", color="#1f3a5f", linewidth=1.5,
             label="Pareto front", zorder=1)
@@ -187,8 +188,10 @@ def frontier_figure(f: Frontier) -> Any:
         ax.scatter(p.utility, shown_y[id(p)], s=42, marker=marker, zorder=2,
                    color="#1f3a5f" if p.on_front else "#9aa3ad", edgecolor="black", linewidth=0.5)
         text = p.label + ("" if math.isfinite(p.privacy) else f" ({_fmt(p.privacy, 3)})")
+        right = p.utility > (x_lo + x_hi) / 2  # labels point inwards, so none leaves the axes
         ax.annotate(textwrap.fill(text, 28), (p.utility, shown_y[id(p)]), textcoords="offset points",
-                    xytext=(5, 4), fontsize=6)
+                    xytext=(-5 if right else 5, 4), ha="right" if right else "left", fontsize=6)
+    ax.margins(x=0.08, y=0.12)
     if not f.privacy_higher_is_better:
         ax.invert_yaxis()
     ax.set_xlabel(f"{f.utility}  ({sense_text(f.utility, f.utility_higher_is_better).split(' (')[0]})", fontsize=8)

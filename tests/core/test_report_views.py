@@ -266,3 +266,15 @@ def test_child_run_times_are_the_cells_run_time(toy_registry, tracker, tmp_path)
     assert outcome.seconds >= 0.4
     assert abs(duration_ms - 1000 * outcome.seconds) <= 2  # the cell's time, not the logging's
     assert run.info.start_time == outcome.start_ms
+
+
+def test_report_command_draws_frontiers(run_cli, write_config, tmp_path):
+    cfg = write_config(toy_config(defenses=[{"name": "toy-noise", "sigma": [0.05, 0.2]}]))
+    assert run_cli("matrix", str(cfg), "--quiet").returncode == 0
+    rep = run_cli("report", "--experiment", "toy", "--metric", "ssim", "--frontier", "distortion:ssim",
+                  "--format", "md", "--format", "html", "--no-log")
+    assert rep.returncode == 0, rep.stderr
+    # toy-noise's utility is its sigma (lower is better); more noise, a worse denoiser: both points on the front.
+    assert "**Privacy-utility frontier** (toy): x = utility/distortion (utility: lower is better (green))" in rep.stdout
+    assert "| toy-noise(sigma=0.05) | 0.050 |" in rep.stdout and (tmp_path / "reports" / "report.html").exists()
+    assert rep.stdout.count("| yes |") == 2
