@@ -114,12 +114,13 @@ def green_when_high(metric: str, higher_is_better: bool) -> bool:
     return higher_is_better if is_utility(metric) else not higher_is_better
 
 
-def sense_text(metric: str, higher_is_better: bool) -> str:
-    """The legend of ``metric``'s colours, e.g. ``privacy: higher = attack succeeds (red)``."""
+def sense_text(metric: str, higher_is_better: bool, colour: bool = True) -> str:
+    """What ``metric``'s values mean, e.g. ``privacy: higher = attack succeeds (red)``
+    (with the colour :func:`green_when_high` gives that end, unless ``colour`` is false)."""
     word = "higher" if higher_is_better else "lower"
     if is_utility(metric):
-        return f"utility: {word} is better (green)"
-    return f"privacy: {word} = attack succeeds (red)"
+        return f"utility: {word} is better" + (" (green)" if colour else "")
+    return f"privacy: {word} = attack succeeds" + (" (red)" if colour else "")
 
 
 def config_labels(rows: list[CellRow], kind: str) -> dict[str, str]:
@@ -425,7 +426,7 @@ def curve_figure(rows: list[CellRow], x: str, y: str, group: list[str]) -> Any:
                 has_inf = True
                 ax.axhline(b, linestyle=":", linewidth=1, color=ax.lines[-1].get_color())
     ax.set_xlabel(x + ("  (dotted: x = inf)" if has_inf else ""))
-    ax.set_ylabel(f"{y}\n({sense_text(y, next(r.higher_is_better.get(y, True) for r in plotted))})", fontsize=8)
+    ax.set_ylabel(f"{y}\n({sense_text(y, next(r.higher_is_better.get(y, True) for r in plotted), colour=False)})", fontsize=8)
     ax.legend(fontsize=6)
     ax.grid(alpha=0.3)
     return fig

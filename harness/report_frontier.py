@@ -122,13 +122,14 @@ def frontiers(rows: list[CellRow], utility: str, privacy: str) -> list[Frontier]
         by_defense: dict[str, list[CellRow]] = defaultdict(list)
         for r in rs:
             by_defense[r.defense].append(r)
-        for defense, runs in sorted(by_defense.items(), key=lambda item: (item[0] != "none", defenses[item[0]])):
+        for defense, runs in by_defense.items():
             u = next((r.metrics[utility] for r in runs if utility in r.metrics), None)
             worst = worst_case({attacks[r.attack]: r.metrics[privacy] for r in runs if privacy in r.metrics}, p_hib)
             if u is None or worst is None or math.isnan(u):
                 f.missing.append(defenses[defense])
                 continue
             f.points.append(FrontierPoint(defense, defenses[defense], u, worst[1], worst[0]))
+        f.points.sort(key=lambda p: (p.utility, p.label))  # along the x axis
         mark_front(f.points, u_hib, p_hib)
         if f.points:
             out.append(f)
@@ -137,8 +138,8 @@ def frontiers(rows: list[CellRow], utility: str, privacy: str) -> list[Frontier]
 
 def axes_text(f: Frontier) -> str:
     """What the axes show, with the sense of each metric."""
-    return (f"x = {f.utility} ({sense_text(f.utility, f.utility_higher_is_better)}), "
-            f"y = {f.privacy} of the strongest attack ({sense_text(f.privacy, f.privacy_higher_is_better)})")
+    return (f"x = {f.utility} ({sense_text(f.utility, f.utility_higher_is_better, colour=False)}), "
+            f"y = {f.privacy} of the strongest attack ({sense_text(f.privacy, f.privacy_higher_is_better, colour=False)})")
 
 
 def to_markdown(f: Frontier) -> str:
@@ -183,20 +184,24 @@ def frontier_figure(f: Frontier) -> Any:
     front = sorted((p for p in f.points if p.on_front), key=lambda p: p.utility)
     ax.plot([p.utility for p in front], [shown_y[id(p)] for p in front], "-", color="#1f3a5f", linewidth=1.5,
             label="Pareto front", zorder=1)
+    legend_done: set[bool] = set()
     for p in f.points:
         marker = "^" if not math.isfinite(p.privacy) else "o"
-        ax.scatter(p.utility, shown_y[id(p)], s=42, marker=marker, zorder=2,
+        label = None if p.on_front in legend_done else ("on the front" if p.on_front else "dominated")
+        legend_done.add(p.on_front)
+        ax.scatter(p.utility, shown_y[id(p)], s=42, marker=marker, zorder=2, label=label,
                    color="#1f3a5f" if p.on_front else "#9aa3ad", edgecolor="black", linewidth=0.5)
         text = p.label + ("" if math.isfinite(p.privacy) else f" ({_fmt(p.privacy, 3)})")
         right = p.utility > (x_lo + x_hi) / 2  # labels point inwards, so none leaves the axes
         ax.annotate(textwrap.fill(text, 28), (p.utility, shown_y[id(p)]), textcoords="offset points",
-                    xytext=(-5 if right else 5, 4), ha="right" if right else "left", fontsize=6)
+                    xytext=(-5 if right else 5, 5), ha="right" if right else "left", va="bottom", fontsize=6)
     ax.margins(x=0.08, y=0.12)
     if not f.privacy_higher_is_better:
         ax.invert_yaxis()
-    ax.set_xlabel(f"{f.utility}  ({sense_text(f.utility, f.utility_higher_is_better).split(' (')[0]})", fontsize=8)
+    ax.set_xlabel(f"{f.utility}  ({sense_text(f.utility, f.utility_higher_is_better, colour=False)})", fontsize=8)
     ax.set_ylabel(f"{f.privacy}, strongest attack\n(up = attack succeeds)", fontsize=8)
-    ax.set_title(textwrap.fill(f"privacy-utility frontier ({f.scenario})", 70), fontsize=9)
+    ideal = "bottom right" if f.utility_higher_is_better else "bottom left"
+    ax.set_title(textwrap.fill(f"privacy-utility frontier ({f.scenario}); ideal: {ideal}", 70), fontsize=9)
     ax.legend(fontsize=7, loc="best")
     ax.grid(alpha=0.3)
     return fig

@@ -275,6 +275,6 @@ def test_report_command_draws_frontiers(run_cli, write_config, tmp_path):
                   "--format", "md", "--format", "html", "--no-log")
     assert rep.returncode == 0, rep.stderr
     # toy-noise's utility is its sigma (lower is better); more noise, a worse denoiser: both points on the front.
-    assert "**Privacy-utility frontier** (toy): x = utility/distortion (utility: lower is better (green))" in rep.stdout
+    assert "**Privacy-utility frontier** (toy): x = utility/distortion (utility: lower is better), y = images/ssim of the strongest attack" in rep.stdout
     assert "| toy-noise(sigma=0.05) | 0.050 |" in rep.stdout and (tmp_path / "reports" / "report.html").exists()
     assert rep.stdout.count("| yes |") == 2
