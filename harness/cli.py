@@ -175,12 +175,16 @@ def _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, q
               help="Plot metric Y against param X, one line per attack and GROUP params.")
 @click.option("--table", "tables", multiple=True, metavar="ROW,...:COL",
               help="Instead of attack x defense pivots: rows = ROW params, columns = COL param (sweeps).")
+@click.option("--frontier", "frontiers", multiple=True, metavar="UTILITY:PRIVACY",
+              help="Privacy-utility frontier per scenario: each defense config at (its UTILITY metric, "
+                   "the strongest attack's PRIVACY metric), with the Pareto front (repeatable).")
 @click.option("--parent", default=None, help="Only cells of this parent run.")
 @click.option("--tracking-uri", default=None)
 @click.option("--no-log", is_flag=True, help="Do not log the report on the parent run.")
-def report(experiment, metrics, formats, out_dir, curves, tables, parent, tracking_uri, no_log):  # type: ignore[no-untyped-def]
+def report(experiment, metrics, formats, out_dir, curves, tables, frontiers, parent, tracking_uri, no_log):  # type: ignore[no-untyped-def]
     """Pivot attack x defense tables (with heatmaps) from MLflow."""
     from vispriv.harness.report import write_report
+    from vispriv.harness.report_frontier import parse_spec
     from vispriv.harness.tracking import Tracker
 
     parsed = []
@@ -195,10 +199,12 @@ def report(experiment, metrics, formats, out_dir, curves, tables, parent, tracki
         if not sep or not col or ":" in col:
             raise VisprivError(f"--table {spec!r}: expected ROW1,ROW2:COL, e.g. defense.dictionary_size,defense.m:defense.epsilon")
         table_specs.append(([r for r in row_part.split(",") if r], col))
+    frontier_specs = [parse_spec(spec) for spec in frontiers]
     command = "vispriv report " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     files = write_report(
         Tracker(tracking_uri), experiment, out_dir, list(metrics) or None, list(formats) or ["md"], parsed,
         parent_id=parent, command=command.strip(), log_to_parent=not no_log, tables=table_specs,
+        frontiers=frontier_specs,
     )
     if "md" in (formats or ["md"]):
         click.echo(files.markdown)
@@ -276,8 +282,10 @@ def demo(tracking_uri, cache_dir, quiet, out_dir, overrides):  # type: ignore[no
     present = {m for r in rows for m in r.metrics}
     metrics = [m for m in report_spec.get("metrics", []) if m in present] or None
     curves = _available_curves(rows, report_spec.get("curves", []))
+    frontiers = [(f["utility"], f["privacy"]) for f in report_spec.get("frontiers", [])
+                 if {f["utility"], f["privacy"]} <= present]
     files = write_report(tracker, cfg.name, out_dir, metrics, ["md", "html"], curves, command="vispriv demo",
-                         cell_hashes=hashes)
+                         cell_hashes=hashes, frontiers=frontiers)
     click.echo(files.markdown)
     click.echo(f"HTML report: {(out_dir / 'report.html').resolve()}")
 

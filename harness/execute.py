@@ -51,11 +51,14 @@ class CellOutcome:
     error: str = ""
     traceback: str = ""
     seconds: float = 0.0
+    #: When the cell started and ended (epoch milliseconds): the child run's start and end times.
+    start_ms: int | None = None
+    end_ms: int | None = None
 
 
 def run_cell(cell: Cell, cache_dir: str | None, artifact_dir: str, quiet: bool = True) -> CellOutcome:
     """Run ``cell`` and score it; exceptions become a FAILED outcome with the traceback."""
-    start = time.perf_counter()
+    start, start_ms = time.perf_counter(), int(time.time() * 1000)
     art = Path(artifact_dir)
     art.mkdir(parents=True, exist_ok=True)
     base = CellContext(seed=cell.seed, cache=Cache(cache_dir), artifact_dir=art, quiet=quiet)
@@ -65,6 +68,7 @@ def run_cell(cell: Cell, cache_dir: str | None, artifact_dir: str, quiet: bool =
     except Exception as exc:  # noqa: BLE001 -- a failing cell is recorded, the matrix goes on
         metrics, directions = {}, {}
         status, error, tb = "FAILED", f"{type(exc).__name__}: {exc}", traceback.format_exc()
+    seconds = time.perf_counter() - start
     return CellOutcome(
         status=status,
         metrics=metrics,
@@ -72,7 +76,9 @@ def run_cell(cell: Cell, cache_dir: str | None, artifact_dir: str, quiet: bool =
         artifact_dir=str(art),
         error=error,
         traceback=tb,
-        seconds=time.perf_counter() - start,
+        seconds=seconds,
+        start_ms=start_ms,
+        end_ms=start_ms + int(round(seconds * 1000)),
     )
 
 

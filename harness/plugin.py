@@ -121,7 +121,9 @@ class Attack(_Plugin):
 class Metric(_Plugin):
     """Scores an estimate against the truth; ``consumes`` names the payload type scored.
 
-    ``higher_is_better`` maps every metric name the plugin emits to its direction.
+    ``higher_is_better`` maps every metric name the plugin emits to its direction, from
+    the attack's point of view (``True`` where a higher value means the attack did better);
+    reports colour the attack's better end red.
     """
 
     kind: ClassVar[str] = "metric"

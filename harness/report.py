@@ -3,9 +3,15 @@
 Rows are the latest FINISHED cell run per cell hash in an experiment (or in one parent
 run). Each table pivots one metric: a row per attack (chain), a column per defense (with
 the dataset when a matrix has several). Where a metric has a standard error
-(``<metric>_se``) the table shows ``mean ± se``. In heatmaps green is the better end of
-the metric's own direction (the run's ``vispriv.higher_is_better`` tag), which each
-title states. The HTML page is laid out by :mod:`vispriv.harness.report_html`.
+(``<metric>_se``) the table shows ``mean ± se``.
+
+Colours take the defender's point of view (:func:`green_when_high`): a utility metric
+(``utility/...``) is green at the better end of its direction; every other metric scores
+an attack, its direction (the run's ``vispriv.higher_is_better`` tag) says how good the
+*attack* is, and the end where the attack succeeds is red. Each title says which.
+Heatmap ticks and curve legends name configs by the params that vary between them
+(:func:`config_labels`). The HTML page is laid out by :mod:`vispriv.harness.report_html`,
+privacy-utility frontiers are computed by :mod:`vispriv.harness.report_frontier`.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import json
 import math
 import re
 import sys
+import textwrap
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +61,31 @@ class Pivot:
     notes: list[str] = field(default_factory=list)
     row_title: str = "attack"
     col_title: str = "defense"
+    #: Compact labels of the row and column labels (the params that vary), for plots.
+    short: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def green_high(self) -> bool:
+        return green_when_high(self.metric, self.higher_is_better)
+
+    @property
+    def cmap(self) -> str:
+        """The matplotlib colour map: red to green from low to high, or reversed."""
+        return "RdYlGn" if self.green_high else "RdYlGn_r"
+
+    @property
+    def sense(self) -> str:
+        return sense_text(self.metric, self.higher_is_better)
+
+    def colour_position(self, value: float) -> float | None:
+        """Where ``value`` lies between the red (0.0) and the green (1.0) end of this
+        pivot's finite values (0.5 when they are all equal); ``None`` for a non-finite value."""
+        finite = [v for v in self.values.values() if math.isfinite(v)]
+        if not finite or not math.isfinite(value):
+            return None
+        lo, hi = min(finite), max(finite)
+        t = 0.5 if hi == lo else (value - lo) / (hi - lo)
+        return t if self.green_high else 1.0 - t
 
     def cell_text(self, r: str, c: str, digits: int = 3) -> str:
         if (r, c) not in self.values:
@@ -63,6 +95,56 @@ class Pivot:
         if (r, c) in self.errors:
             text += f" ± {_fmt(self.errors[(r, c)], digits)}"
         return text
+
+
+def is_utility(metric: str) -> bool:
+    """Whether ``metric`` is a defense's own utility (``utility/...``); every other metric
+    (``images/ssim``, ``place/top1_accuracy``, ``attack/...``) scores an attack."""
+    return metric.startswith("utility/")
+
+
+def green_when_high(metric: str, higher_is_better: bool) -> bool:
+    """Whether high values of ``metric`` are coloured green: the defender's point of view.
+
+    A utility metric's direction is the defender's own, so its better end is green. The
+    direction of any other metric says how good the attack is (SSIM of a reconstruction,
+    top-k accuracy of a geolocator: higher = the attack succeeds), so its better end is
+    red: green means the defense holds.
+    """
+    return higher_is_better if is_utility(metric) else not higher_is_better
+
+
+def sense_text(metric: str, higher_is_better: bool, colour: bool = True) -> str:
+    """What ``metric``'s values mean, e.g. ``privacy: higher = attack succeeds (red)``
+    (with the colour :func:`green_when_high` gives that end, unless ``colour`` is false)."""
+    word = "higher" if higher_is_better else "lower"
+    if is_utility(metric):
+        return f"utility: {word} is better" + (" (green)" if colour else "")
+    return f"privacy: {word} = attack succeeds" + (" (red)" if colour else "")
+
+
+def config_labels(rows: list[CellRow], kind: str) -> dict[str, str]:
+    """A compact label for each ``kind`` (``"defense"`` or ``"attack"``) label of ``rows``.
+
+    The plugin's name, followed by the params that vary between the configs of that
+    plugin among ``rows`` (for nested configs only their varying keys, as in
+    :func:`param_pivot`): ``invert-ldp`` where one config ran, ``ldp-feat(epsilon=4.0)``.
+    Where two labels would collide the full label is kept.
+    """
+    by_name: dict[str, list[CellRow]] = defaultdict(list)
+    for r in rows:
+        by_name[r.params.get(kind, getattr(r, kind))].append(r)
+    out: dict[str, str] = {}
+    for name, group in by_name.items():
+        keys = sorted({k for r in group for k in r.params if k.startswith(kind + ".")})
+        varying = [k for k in keys if len({r.params.get(k) for r in group}) > 1]
+        shown = {k: _varying_part([r for r in group if k in r.params], k) for k in varying}
+        for r in group:
+            parts = [shown[k](r.params[k]) if k in r.params else f"{k.split('.')[-1]}=?" for k in varying]
+            out[getattr(r, kind)] = f"{name}({', '.join(parts)})" if parts else name
+    if len(set(out.values())) < len(out):
+        return {full: full for full in out}
+    return out
 
 
 def _fmt(v: float, digits: int) -> str:
@@ -146,6 +228,7 @@ def pivot(rows: list[CellRow], metric: str) -> list[Pivot]:
         p = Pivot(metric, title, attacks, defenses)
         p.notes = sorted({r.provenance for r in rs if r.provenance})
         p.higher_is_better = next((r.higher_is_better.get(metric, True) for r in rs), True)
+        p.short = {**config_labels(rs, "attack"), **config_labels(rs, "defense")}
         for r in rs:
             key = (r.attack, r.defense)
             p.values[key] = r.metrics[metric]
@@ -221,7 +304,7 @@ def _ordered(items: Any) -> list[str]:
 def to_markdown(p: Pivot) -> str:
     """The pivot as a markdown table; a single attack against many defenses is written
     one defense per row so that it stays readable."""
-    arrow = "higher is better" if p.higher_is_better else "lower is better"
+    arrow = p.sense
     if len(p.rows) == 1 and len(p.cols) > 3 and p.row_title == "attack":
         attack = p.rows[0]
         lines = [f"**{p.metric}** ({p.scenario}; {arrow}) — attack: {attack}", ""]
@@ -247,7 +330,17 @@ def to_csv(p: Pivot) -> str:
 
 
 def heatmap_png(p: Pivot, path: Path) -> Path:
-    """A heatmap of the pivot; green marks the better end of the metric's direction."""
+    """:func:`heatmap_figure` saved as a PNG."""
+    return save_figure(heatmap_figure(p), path)
+
+
+def heatmap_figure(p: Pivot) -> Any:
+    """A heatmap of the pivot, coloured from the defender's point of view (:attr:`Pivot.cmap`).
+
+    The figure is sized from its labels (ticks are the compact :attr:`Pivot.short` labels):
+    the axes are at least 1.4 inches high, so a one-row pivot keeps a readable colour bar,
+    and constrained layout leaves room for the wrapped title and the rotated x labels.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -257,27 +350,49 @@ def heatmap_png(p: Pivot, path: Path) -> Path:
     grid = np.full((len(p.rows), len(p.cols)), np.nan)
     for (r, c), v in p.values.items():
         grid[p.rows.index(r), p.cols.index(c)] = v if math.isfinite(v) else np.nan
-    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(p.cols), 1.2 + 0.5 * len(p.rows)))
-    cmap = "RdYlGn" if p.higher_is_better else "RdYlGn_r"
-    im = ax.imshow(grid, cmap=cmap, aspect="auto")
-    ax.set_xticks(range(len(p.cols)), [c[:28] for c in p.cols], rotation=30, ha="right", fontsize=7)
-    ax.set_yticks(range(len(p.rows)), [r[:40] for r in p.rows], fontsize=7)
+    xlabels = [p.short.get(c, c) for c in p.cols]
+    ylabels = [p.short.get(r, r) for r in p.rows]
+    label_w = 0.06 * max(len(t) for t in ylabels)  # inches of 7-point text
+    width = max(5.0, 0.3 + label_w + 1.1 * len(p.cols) + 1.3)
+    height = 0.9 + max(1.4, 0.45 * len(p.rows)) + 0.3 + 0.035 * max(len(t) for t in xlabels)
+    fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
+    im = ax.imshow(grid, cmap=p.cmap, aspect="auto")
+    ax.set_xticks(range(len(p.cols)), xlabels, rotation=30, ha="right", fontsize=7)
+    ax.set_yticks(range(len(p.rows)), ylabels, fontsize=7)
     for i, r in enumerate(p.rows):
         for j, c in enumerate(p.cols):
             if (r, c) in p.values:
                 ax.text(j, i, _fmt(p.values[(r, c)], 3), ha="center", va="center", fontsize=7)
-    arrow = "higher is better" if p.higher_is_better else "lower is better"
-    ax.set_title(f"{p.metric} ({p.scenario}; {arrow})", fontsize=9)
+    title = textwrap.fill(f"{p.metric} ({p.scenario})", width=int(width * 11))
+    ax.set_title(f"{title}\n{p.sense}", fontsize=9)
     if np.isfinite(grid).any():  # an all-infinite pivot (exact recovery everywhere) has no scale
-        fig.colorbar(im, ax=ax, fraction=0.04)
-    fig.tight_layout()
+        bar = fig.colorbar(im, ax=ax, shrink=1.0, aspect=12, pad=0.02)
+        where = "green = better utility" if is_utility(p.metric) else "red = attack succeeds"
+        bar.set_label(f"{p.metric.split('/')[-1]}; {where}", fontsize=7)
+        bar.ax.tick_params(labelsize=7)
+    return fig
+
+
+def save_figure(fig: Any, path: Path) -> Path:
+    """Write a matplotlib figure as a PNG and free it."""
+    import matplotlib.pyplot as plt
+
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
 def curve_png(rows: list[CellRow], x: str, y: str, group: list[str], path: Path) -> Path:
-    """Line plot of metric ``y`` against param ``x``, one line per attack and ``group`` params."""
+    """:func:`curve_figure` saved as a PNG."""
+    return save_figure(curve_figure(rows, x, y, group), path)
+
+
+def curve_figure(rows: list[CellRow], x: str, y: str, group: list[str]) -> Any:
+    """Line plot of metric ``y`` against param ``x``, one line per attack and ``group`` params.
+
+    Lines are labelled by the params that vary (:func:`config_labels`); a run whose ``x``
+    is infinite is a dotted horizontal line, and only then does the x label say so.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -287,38 +402,34 @@ def curve_png(rows: list[CellRow], x: str, y: str, group: list[str], path: Path)
     order: dict[str, tuple] = {}
     plotted = [r for r in rows if y in r.metrics and x in r.params and _as_float(r.params[x]) is not None]
     shown = {g: _varying_part([r for r in plotted if g in r.params], g) for g in group}
+    attacks = config_labels(plotted, "attack")
     for r in plotted:
         xv = _as_float(r.params[x])
         # A defense's utility is the same whatever attack ran against it: one line per group.
-        by_attack = [] if y.startswith("utility/") else [r.attack]
+        by_attack = [] if is_utility(y) else [attacks[r.attack]]
         label = ", ".join(by_attack + [shown[g](r.params[g]) if g in r.params else f"{g}=?" for g in group]) or y
         order[label] = (*by_attack, *(_sort_key(r.params.get(g, "?")) for g in group))
         if (xv, r.metrics[y]) not in lines[label]:
             lines[label].append((xv, r.metrics[y]))
     if not lines:
         raise VisprivError(f"no runs have both param {x!r} and metric {y!r}")
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plt.subplots(figsize=(6, 4), layout="constrained")
+    has_inf = False
     for i, (label, pts) in enumerate(sorted(lines.items(), key=lambda item: order[item[0]])):
         pts.sort()
         finite = [(a, b) for a, b in pts if math.isfinite(a)]
         style = ("-", "--", ":")[(i // 10) % 3]  # the colour cycle has 10 colours
-        ax.plot([a for a, _ in finite], [b for _, b in finite], marker="os^"[(i // 10) % 3], linestyle=style, label=_short(label))
+        ax.plot([a for a, _ in finite], [b for _, b in finite], marker="os^"[(i // 10) % 3], linestyle=style,
+                label=textwrap.fill(label, 60))
         for a, b in pts:
             if not math.isfinite(a):
+                has_inf = True
                 ax.axhline(b, linestyle=":", linewidth=1, color=ax.lines[-1].get_color())
-    ax.set_xlabel(x + "  (dotted: x = inf)")
-    ax.set_ylabel(y)
+    ax.set_xlabel(x + ("  (dotted: x = inf)" if has_inf else ""))
+    ax.set_ylabel(f"{y}\n({sense_text(y, next(r.higher_is_better.get(y, True) for r in plotted), colour=False)})", fontsize=8)
     ax.legend(fontsize=6)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def _short(label: str, width: int = 64) -> str:
-    """A legend label cut in the middle, so the grouping params at its end stay visible."""
-    return label if len(label) <= width else label[: width // 3] + "…" + label[-(width - width // 3 - 1) :]
+    return fig
 
 
 def _as_float(text: str) -> float | None:
@@ -350,6 +461,7 @@ def write_report(
     log_to_parent: bool = True,
     grids_per_scenario: int = 24,
     cell_hashes: set[str] | None = None,
+    frontiers: list[tuple[str, str]] | None = None,
 ) -> ReportFiles:
     """Write tables, heatmaps and curves for ``experiment`` into ``out_dir``.
 
@@ -358,8 +470,10 @@ def write_report(
     ``cell_hashes`` limits the report to those cells (e.g. the current matrix's).
     ``tables`` (``(row_params, col_param)`` pairs, :func:`param_pivot`) replace the
     attack x defense pivots with parameter tables, the readable view of a sweep.
+    ``frontiers`` (``(utility, privacy)`` metric pairs) add a privacy-utility frontier
+    per scenario (:mod:`vispriv.harness.report_frontier`), first in the report.
     """
-    from vispriv.harness import report_html
+    from vispriv.harness import report_frontier, report_html
 
     formats = formats or ["md"]
     rows = collect(tracker, experiment, parent_id, cell_hashes)
@@ -375,7 +489,16 @@ def write_report(
         md_parts.append(f"Generated by `{command}` from {tracker.uri}.\n")
     sections: dict[str, report_html.Section] = {}
     curve_figs: list[tuple[str, str]] = []
+    frontier_figs: list[tuple[report_frontier.Frontier, str]] = []
     csv_parts = []
+    for utility, privacy in frontiers or []:
+        for uname, pname in report_frontier.resolve_pair(rows, utility, privacy):
+            for f in report_frontier.frontiers(rows, uname, pname):
+                stem = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{f.scenario}__{uname}__{pname}")
+                png = report_frontier.frontier_png(f, out_dir / f"frontier_{stem}.png")
+                files.append(png)
+                md_parts.append(report_frontier.to_markdown(f) + f"\n![frontier {f.scenario}]({png.name})\n")
+                frontier_figs.append((f, png.name))
     for name in names:
         pivots = [q for rp, cp in tables for q in param_pivot(rows, name, rp, cp)] if tables else pivot(rows, name)
         for p in pivots:
@@ -406,7 +529,7 @@ def write_report(
         exp_id = str(tracker.experiment_id(experiment, create=False))
         failed = report_html.failed_cells(tracker, exp_id, {r.cell_hash for r in rows}, parent_id)
         page = report_html.page(experiment, command, tracker.uri, rows,
-                                [sections[k] for k in sorted(sections)], curve_figs, failed)
+                                [sections[k] for k in sorted(sections)], curve_figs, failed, frontier_figs)
         files.append(_write(out_dir / "report.html", page))
     if log_to_parent:
         parents = tracker.parent_runs(str(tracker.experiment_id(experiment, create=False)))

@@ -1,16 +1,17 @@
 """The HTML report: one page a person opens in a browser to see the whole matrix.
 
-Per scenario it shows the attack x defense tables (each cell coloured green at the
-better end of the metric's direction, red at the worse), the heatmap PNGs, and the
-reconstruction grids: the PNG artifacts the cell runs logged, copied next to the report
-(``grids/``) so the folder can be moved or served as it is. Privacy-utility curves come
-first when the report was asked for them; cells that failed are listed with their error.
+Per scenario it shows the attack x defense tables (each cell coloured from the
+defender's point of view, :func:`vispriv.harness.report.green_when_high`: red where an
+attack succeeds or utility is lost, green where the defense holds or utility is kept; a
+legend at the top says so), the heatmap PNGs, and the reconstruction grids: the PNG
+artifacts the cell runs logged, copied next to the report (``grids/``) so the folder can
+be moved or served as it is. Privacy-utility frontiers and curves come first when the
+report was asked for them; cells that failed are listed with their error.
 """
 
 from __future__ import annotations
 
 import html
-import math
 import os
 import shutil
 import tempfile
@@ -20,7 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from vispriv.harness.report import CellRow, Pivot
+from vispriv.harness.report import CellRow, Pivot, _fmt
+from vispriv.harness.report_frontier import Frontier, axes_text
 
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d232a;background:#fafafa}
@@ -39,8 +41,19 @@ th{background:#eef1f4;text-align:left}td.missing{color:#9aa3ad;text-align:center
 figure{margin:0;background:#fff;border:1px solid #d8dee4;padding:8px}figure img{width:100%}
 figcaption{font-size:12px;color:#39424c;margin-top:4px;word-break:break-word}
 .summary span{display:inline-block;margin-right:22px}.failed li{font-size:13px;margin:3px 0}
-img{max-width:100%}
+img{max-width:100%}.legend{font-size:13px;background:#fff;border:1px solid #d8dee4;padding:6px 10px}
+.swatch{display:inline-block;width:60px;height:12px;vertical-align:middle;margin:0 4px;
+background:linear-gradient(90deg,hsl(0,55%,86%),hsl(60,55%,86%),hsl(120,55%,86%))}
+td.front{font-weight:bold}
 """
+
+LEGEND = (
+    '<p class="legend"><b>Colours are the defender\'s point of view:</b> red<span class="swatch"></span>green. '
+    "A <b>privacy</b> metric is one an attack scores (its direction says how good the attack is): red where the "
+    "attack succeeds, green where the defense holds (SSIM 1.0 of a reconstruction is red). A <b>utility</b> metric "
+    "(<code>utility/...</code>) is the defense's own: green at its better end. Each table says which it is. "
+    "Colours are relative to the values of one table.</p>"
+)
 
 
 @dataclass
@@ -111,20 +124,21 @@ def failed_cells(tracker: Any, experiment_id: str, finished: set[str], parent_id
     return out
 
 
+def hue(p: Pivot, value: float) -> int | None:
+    """The HSL hue of ``value``'s cell: 0 (red) to 120 (green), ``None`` for no colour."""
+    t = p.colour_position(value)
+    return None if t is None else int(round(120 * t))
+
+
 def _colour(p: Pivot, value: float) -> str:
-    finite = [v for v in p.values.values() if math.isfinite(v)]
-    if not finite or not math.isfinite(value):
-        return ""
-    lo, hi = min(finite), max(finite)
-    t = 0.5 if hi == lo else (value - lo) / (hi - lo)
-    if not p.higher_is_better:
-        t = 1 - t
-    return f' style="background:hsl({int(120 * t)},55%,86%)"'
+    h = hue(p, value)
+    return "" if h is None else f' style="background:hsl({h},55%,86%)"'
 
 
 def table_html(p: Pivot) -> str:
-    """The pivot as an HTML table, each value coloured by where it lies in the metric's range."""
-    arrow = "higher is better" if p.higher_is_better else "lower is better"
+    """The pivot as an HTML table, each value coloured by where it lies in the metric's range
+    (red to green from the defender's point of view, :func:`hue`)."""
+    arrow = p.sense
     where = p.scenario.split(": ", 1)[1] + "; " if ": " in p.scenario else ""
     head = "".join(f"<th>{html.escape(c)}</th>" for c in p.cols)
     body = []
@@ -143,6 +157,22 @@ def table_html(p: Pivot) -> str:
     )
 
 
+def frontier_html(f: Frontier, src: str) -> str:
+    """One frontier: its figure beside a table of its points (front points in bold)."""
+    rows = "".join(
+        f"<tr><th>{html.escape(p.label)}</th><td>{html.escape(_fmt(p.utility, 3))}</td><td>{html.escape(_fmt(p.privacy, 3))}</td>"
+        f"<td>{html.escape(p.attack)}</td><td class=\"front\">{'yes' if p.on_front else ''}</td></tr>"
+        for p in f.points
+    )
+    missing = f"<p class=\"note\">Left out (no run with both metrics): {html.escape(', '.join(f.missing))}</p>" if f.missing else ""
+    return (
+        f"<h3>{html.escape(f.scenario)} <small>{html.escape(axes_text(f))}</small></h3>"
+        f'<div class="pair"><div><table><tr><th>defense</th><th>{html.escape(f.utility)}</th>'
+        f"<th>{html.escape(f.privacy)} (worst case)</th><th>strongest attack</th><th>Pareto front</th></tr>{rows}</table>"
+        f'{missing}</div><img src="{html.escape(src)}" alt="privacy-utility frontier of {html.escape(f.scenario)}"></div>'
+    )
+
+
 def page(
     experiment: str,
     command: str,
@@ -151,6 +181,7 @@ def page(
     sections: list[Section],
     curves: list[tuple[str, str]],
     failed: list[tuple[str, str]],
+    frontiers: list[tuple[Frontier, str]] | None = None,
 ) -> str:
     """The whole report page."""
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -158,6 +189,8 @@ def page(
     nav = "".join(f'<a href="#{_safe(s.scenario)}">{html.escape(s.scenario)}</a>' for s in sections)
     if curves:
         nav = '<a href="#curves">privacy-utility curves</a>' + nav
+    if frontiers:
+        nav = '<a href="#frontiers">privacy-utility frontiers</a>' + nav
     if failed:
         nav += '<a href="#failed">failed cells</a>'
     scenarios = len({r.scenario for r in rows})
@@ -165,7 +198,10 @@ def page(
         f'<p class="summary"><span><b>{len(rows)}</b> finished cells</span><span><b>{scenarios}</b> scenarios</span>'
         f"<span><b>{len(failed)}</b> failed cells</span><span>store: <code>{html.escape(uri)}</code></span></p>"
     )
-    parts = [summary]
+    parts = [summary, LEGEND]
+    if frontiers:
+        parts.append('<section id="frontiers"><h2>Privacy-utility frontiers</h2>'
+                     + "".join(frontier_html(f, src) for f, src in frontiers) + "</section>")
     if curves:
         figs = "".join(
             f'<figure><img src="{html.escape(src)}" alt="{html.escape(title)}"><figcaption>{html.escape(title)}</figcaption></figure>'

@@ -117,7 +117,7 @@ def cell_tags(cell: Cell) -> dict[str, str]:
 
 
 def _log_cell(tracker: Tracker, experiment_id: str, parent: str, cell: Cell, outcome: CellOutcome) -> None:
-    run_id = tracker.start_child(experiment_id, parent, cell.label[:250], cell_tags(cell))
+    run_id = tracker.start_child(experiment_id, parent, cell.label[:250], cell_tags(cell), start_time=outcome.start_ms)
     tracker.log_params(run_id, cell.params())
     tracker.log_metrics(run_id, outcome.metrics)
     tracker.set_tags(
@@ -132,4 +132,4 @@ def _log_cell(tracker: Tracker, experiment_id: str, parent: str, cell: Cell, out
     if outcome.status != "FINISHED":
         tracker.set_tags(run_id, {"vispriv.error": outcome.error[:4000]})
         tracker.log_text(run_id, outcome.traceback, "traceback.txt")
-    tracker.end(run_id, outcome.status)
+    tracker.end(run_id, outcome.status, end_time=outcome.end_ms)

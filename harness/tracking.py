@@ -119,10 +119,14 @@ class Tracker:
         self.log_params(run.info.run_id, params)
         return run.info.run_id
 
-    def start_child(self, experiment_id: str, parent_id: str, name: str, tags: dict[str, str]) -> str:
+    def start_child(
+        self, experiment_id: str, parent_id: str, name: str, tags: dict[str, str], start_time: int | None = None
+    ) -> str:
+        """A cell's run; ``start_time`` (epoch ms) is when the cell started, else now."""
         run = self._client.create_run(
             experiment_id,
             run_name=name,
+            start_time=start_time,
             tags={
                 "mlflow.parentRunId": parent_id,
                 "vispriv.kind": CELL,
@@ -161,8 +165,9 @@ class Tracker:
     def log_text(self, run_id: str, text: str, name: str) -> None:
         self._client.log_text(run_id, text, name)
 
-    def end(self, run_id: str, status: str) -> None:
-        self._client.set_terminated(run_id, status=status)
+    def end(self, run_id: str, status: str, end_time: int | None = None) -> None:
+        """Terminate ``run_id``; ``end_time`` (epoch ms) is when its work ended, else now."""
+        self._client.set_terminated(run_id, status=status, end_time=end_time)
 
     # -- queries -------------------------------------------------------------------
     def finished_cell_hashes(self, experiment_id: str) -> set[str]:

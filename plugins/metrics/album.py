@@ -3,7 +3,8 @@
 The protected-k of an album is the number of places ranked above the true one (the rank
 of the true place minus one). Ties are resolved in the true place's favour, exactly as
 the generic ``topk-accuracy`` metric does, so ``protected_k >= k`` iff not top-k
-accurate. Higher means more privacy.
+accurate. Higher means more privacy, so its direction (which, as for every metric an
+attack is scored with, says how good the attack is) is "lower is better".
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ class ProtectedK(Metric):
     scenario = "album-sharing"
     consumes = (Rankings,)
     truth_types = (Labels,)
-    higher_is_better = {"protected_k": True, "protected_k_median": True}
+    higher_is_better = {"protected_k": False, "protected_k_median": False}  # the attack's view
 
     def score(self, truth: Labels, estimate: Rankings, ctx: CellContext) -> dict[str, float]:
         index = {id_: i for i, id_ in enumerate(truth.ids)}
