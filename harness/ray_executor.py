@@ -108,7 +108,7 @@ class RayExecutor:
             return
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         runtime_env = {"env_vars": worker_env()}
-        common = {"runtime_env": runtime_env, "log_to_driver": False, "logging_level": "WARNING"}
+        common: dict[str, Any] = {"runtime_env": runtime_env, "log_to_driver": False, "logging_level": "WARNING"}
         if self.address:
             ray.init(address=self.address, **common)
         else:

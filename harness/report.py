@@ -405,6 +405,7 @@ def curve_figure(rows: list[CellRow], x: str, y: str, group: list[str]) -> Any:
     attacks = config_labels(plotted, "attack")
     for r in plotted:
         xv = _as_float(r.params[x])
+        assert xv is not None  # rows without a numeric x were filtered out above
         # A defense's utility is the same whatever attack ran against it: one line per group.
         by_attack = [] if is_utility(y) else [attacks[r.attack]]
         label = ", ".join(by_attack + [shown[g](r.params[g]) if g in r.params else f"{g}=?" for g in group]) or y

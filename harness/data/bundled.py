@@ -43,11 +43,10 @@ def _sklearn(filename: str) -> Callable[[], np.ndarray]:
 def _matplotlib(filename: str) -> Callable[[], np.ndarray]:
     def load() -> np.ndarray:
         import matplotlib.cbook
+        import matplotlib.image
 
-        with matplotlib.cbook.get_sample_data(filename) as fh:
-            import matplotlib.image
-
-            return matplotlib.image.imread(fh, format=Path(filename).suffix[1:])
+        path = matplotlib.cbook.get_sample_data(filename, asfileobj=False)
+        return np.asarray(matplotlib.image.imread(path, format=Path(filename).suffix[1:]))
 
     return load
 
