@@ -70,7 +70,7 @@ def isolation(args: argparse.Namespace, tmp: Path) -> None:
                 rounds += args.rounds
             print(
                 f"| {n_users} | {reg:g} | {args.defense} | {claimed}/{rounds} = {claimed / rounds:.0%} "
-                f"| {right}/{max(claimed, 1)} | {recovered}/{targets} = {recovered / targets:.1%} |"
+                f"| {right}/{claimed} | {recovered}/{targets} = {recovered / targets:.1%} |"
             )
 
 
