@@ -1,8 +1,12 @@
 """``clustering``: the clustering attack of ldp-feat.md section 4.2 (no access to W).
 
-Z is the attacker's public database; Q, the auxiliary subspaces, are the other subspaces of
+Threat model: the attacker holds the release and its own public database Z (SIFT of the
+scene's ``public`` images), never W. Q, the auxiliary subspaces, are the other subspaces of
 the same release -- of the same image (``aux: image``, the default) or of every image
 (``aux: release``). Subspaces that intersect D (subspace-to-subspace distance 0) form Q'.
+The number of clusters is k = n_adv + 1 (section 4.2 step 3: the adversarial rows and d),
+n_adv from the config's ``n_adversarial`` or the release's public lifting mode (random 0,
+hybrid / sub-hybrid floor(m/2), adversarial m).
 """
 
 from __future__ import annotations
@@ -13,14 +17,20 @@ import numpy as np
 from pydantic import Field
 
 from vispriv.harness import Attack, AttackResult, CellContext
-from vispriv.plugins.descriptor_release.attack_common import PublicDatabaseConfig, public_database, recovered
+from vispriv.harness.errors import InputError
+from vispriv.plugins.descriptor_release.attack_common import (
+    PublicDatabaseConfig,
+    adversarial_count,
+    public_database,
+    recovered,
+)
 from vispriv.plugins.descriptor_release.datasets import SCENARIO, scene_public
 from vispriv.plugins.descriptor_release.payloads import LiftedFeatures, RawFeatures, RecoveryTrace
 from vispriv.plugins.descriptor_release.recovery import cluster_candidates, intersecting, select_candidates
 
 
 class ClusteringAttack(Attack):
-    """k = m/2 + 1 clusters of the |V| nearest Z rows, Eq. (2), and the auxiliary subspaces Q' to pick d."""
+    """k = n_adv + 1 clusters of the |V| nearest Z rows, Eq. (2), and the auxiliary subspaces Q' to pick d."""
 
     class Config(PublicDatabaseConfig):
         n_adversarial: int | None = Field(None, ge=0)
@@ -38,7 +48,13 @@ class ClusteringAttack(Attack):
     def attack(self, release: LiftedFeatures, public: object, ctx: CellContext) -> AttackResult:
         cfg = self.config
         z = public_database(scene_public(public), cfg, ctx.cache)
-        k = (release.m // 2 if cfg.n_adversarial is None else cfg.n_adversarial) + 1
+        n_adv = adversarial_count(release, cfg.n_adversarial, self.name)
+        if n_adv is None:
+            raise InputError(
+                "clustering needs the number of adversarial directions: the release carries no lifting mode; "
+                f"set n_adversarial (0..m = {release.m})"
+            )
+        k = n_adv + 1
         v_size = min(len(z), cfg.v_size or max(16, 4 * k))
         cands, sizes, rows, _ = cluster_candidates(z, release.offsets, release.bases, k, v_size, cfg.kmeans_iters, ctx.device)
         if cfg.aux == "none":

@@ -1,4 +1,13 @@
-"""``database``: the database attack of ldp-feat.md section 4.1 (the attacker has the lifting database W)."""
+"""``database``: the database attack of ldp-feat.md section 4.1 (the attacker has the lifting database W).
+
+Threat model: the attacker holds the release and W (``affine-lifting`` ``publish_database``),
+nothing else. Step 2 takes as adversarial rows the ``n_adv`` rows of W on the subspace:
+n_adv is the config's ``n_adversarial``, else the count the release's lifting mode implies
+(random 0, hybrid / sub-hybrid floor(m/2), adversarial m), else -- for a release that does
+not say -- the number of W rows at distance ~0 (below ``ZERO_DISTANCE``) among the m
+nearest, the median over the release's subspaces. Taking too few leaves adversarial rows
+at distance 0 in V, where Eq. (1)'s 1/dist weight makes them the estimate.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +16,11 @@ from pydantic import Field
 
 from vispriv.harness import Attack, AttackResult, CellContext, PluginConfig
 from vispriv.harness.errors import InputError
-from vispriv.plugins.descriptor_release.attack_common import recovered
+from vispriv.plugins.descriptor_release.attack_common import adversarial_count, recovered
 from vispriv.plugins.descriptor_release.datasets import SCENARIO
 from vispriv.plugins.descriptor_release.payloads import LiftedFeatures, RawFeatures, RecoveryTrace
 from vispriv.plugins.descriptor_release.recovery import database_attack
+from vispriv.plugins.descriptor_release.subspace import nearest_to_subspaces
 
 #: A distance below this counts as "on the subspace" (the exact recovery of step 2).
 ZERO_DISTANCE = 1e-2
@@ -35,7 +45,9 @@ class DatabaseAttack(Attack):
         if release.database is None:
             raise InputError("the database attack needs the lifting database W in the release (affine-lifting publish_database: true)")
         w = release.database
-        n_adv = release.m // 2 if cfg.n_adversarial is None else cfg.n_adversarial
+        n_adv = adversarial_count(release, cfg.n_adversarial, self.name)
+        if n_adv is None:
+            n_adv = rows_on_subspaces(w, release, ctx.device)
         if n_adv + cfg.v_size > len(w):
             raise InputError(f"n_adversarial + v_size = {n_adv + cfg.v_size} exceeds the database size {len(w)}")
         if cfg.u_size > cfg.v_size:
@@ -55,3 +67,11 @@ class DatabaseAttack(Attack):
             metrics={"adversarial_found": exact, "first_nonzero_distance": gap},
             metric_directions={"adversarial_found": True, "first_nonzero_distance": False},
         )
+
+
+def rows_on_subspaces(database: np.ndarray, release: LiftedFeatures, device: str = "cpu") -> int:
+    """Median over subspaces of how many of the m nearest W rows lie on them (distance < ZERO_DISTANCE)."""
+    if not release.n_keypoints:
+        return 0
+    sq, _ = nearest_to_subspaces(database, release.offsets, release.bases, min(release.m, len(database)), device=device)
+    return int(np.median(np.sum(np.sqrt(np.clip(sq, 0, None)) < ZERO_DISTANCE, axis=1)))

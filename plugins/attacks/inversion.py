@@ -17,6 +17,17 @@ defense makes them, then reconstructs every released image:
 
 Estimates are grey by default (SIFT carries no colour); the image metrics compare grey
 estimates with RGB truth in grey.
+
+What the network trains on (the threat model): by default only the attacker's own public
+images (``DescriptorPublic.public``), the set the clustering and nearest attacks draw Z
+from; ldp-feat.md section 6.1 trains on MegaDepth, disjoint from the test images and from
+the photos W was built from. The lifting images (``DescriptorPublic.lifting``, the
+defender's photos behind W) are *not* granted by any attack's threat model -- not even the
+database attack's, which holds W's centroids, not the photos -- so ``train_on: [public,
+lifting]`` is an explicit opt-in for a stronger attacker. ``dia`` lifts its training
+descriptors with the release's W when the release publishes it, else with a database of
+its own built from the public images; ``invert-ldp`` privatises them with the public
+LDP-Feat dictionary.
 """
 
 from __future__ import annotations
@@ -44,7 +55,10 @@ class InversionAttackConfig(PluginConfig):
     sift: SiftConfig | None = Field(None, description="SIFT of the public images; None = the scene's (DescriptorPublic.sift)")
     network: InversionConfig = InversionConfig()
     train_on: tuple[Literal["public", "lifting"], ...] = Field(
-        ("public", "lifting"), min_length=1, description="public image sets the network trains on (both are public knowledge)"
+        ("public",),
+        min_length=1,
+        description="image sets the network trains on: public = the attacker's own images (every threat model); "
+        "lifting = the defender's photos W was built from (granted by none of ldp-feat.md's threat models: opt-in)",
     )
     checkpoint: str | None = Field(None, description="load this checkpoint instead of training")
     grid_images: int = Field(8, ge=1, description="reconstructions shown in the PNG grid")

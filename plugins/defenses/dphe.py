@@ -8,6 +8,8 @@ private key, phi or any phi^(n) (those stay inside the role objects of
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 from pydantic import Field
 
@@ -18,6 +20,7 @@ from vispriv.plugins.federated.config import FederatedConfig
 from vispriv.plugins.federated.outcome import accuracy_curve, base_utility, target_ids, target_truth
 from vispriv.plugins.federated.payloads import EncryptedUpdates, FederatedData, FederatedPublic, require_public
 from vispriv.plugins.federated.protocol import DpheSettings, run_federated
+from vispriv.plugins.federated.slot_leak import origin_candidates
 
 
 class DpheConfig(FederatedConfig):
@@ -29,6 +32,11 @@ class DpheConfig(FederatedConfig):
     workers: int | None = Field(None, ge=1, description="processes for the offline obfuscator pool (default: all cores)")
     observer: int | None = Field(None, ge=0, description="the adversary is this user (insider) instead of the aggregator")
     force: bool = Field(False, description="run with N < 3 users although section 2.5 says it is insecure")
+    permutations: Literal["per-round", "fixed"] = Field(
+        "per-round",
+        description="per-round: G issues fresh phi, phi^(n) every round (Algorithm 1 is one averaging); "
+        "fixed: one set for the whole run (lets the aggregator narrow slot origins, docs/federated.md)",
+    )
 
 
 class Dphe(Defense):
@@ -52,7 +60,7 @@ class Dphe(Defense):
             )
         if cfg.observer is not None and cfg.observer >= n_users:
             raise InputError(f"observer must be a user in [0, {n_users}); got {cfg.observer}")
-        settings = DpheSettings(cfg.key_bits, cfg.capacity_fraction, cfg.workers)
+        settings = DpheSettings(cfg.key_bits, cfg.capacity_fraction, cfg.workers, cfg.permutations == "per-round")
         run = run_federated(private, public, cfg.training(), cfg.rounds, ctx, dphe=settings)
 
         msgs = [m for round_msgs in run.messages for m in round_msgs]
@@ -78,6 +86,12 @@ class Dphe(Defense):
                 "offline_seconds_per_user_round": run.offline_seconds / per_user_round,
                 "values_encrypted_per_user_round": run.values_encrypted / per_user_round,
                 "secure_sum_max_abs_error": run.secure_max_abs_error,
+                # A's best candidate count for a slot's plain origin (slot_leak.py): D means no leak.
+                "slot_origin_candidates": float(
+                    origin_candidates(
+                        run.uncovered_slots, run.averages[1:].reshape(cfg.rounds, -1) == 0.0, run.permutation_groups
+                    ).mean()
+                ),
             }
         )
         directions.update(
@@ -86,6 +100,7 @@ class Dphe(Defense):
                 "offline_seconds_per_user_round": False,
                 "values_encrypted_per_user_round": False,
                 "secure_sum_max_abs_error": False,
+                "slot_origin_candidates": True,
             }
         )
         return Protected(release, target_truth(private, run), utility, directions)

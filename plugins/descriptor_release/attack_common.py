@@ -6,8 +6,10 @@ import numpy as np
 from pydantic import Field
 
 from vispriv.harness import Cache, PluginConfig
+from vispriv.harness.errors import InputError
 from vispriv.plugins.descriptor_release.dictionary import build_dictionary
 from vispriv.plugins.descriptor_release.payloads import DescriptorPublic, LiftedFeatures, RawFeatures
+from vispriv.plugins.descriptor_release.subspace import n_adversarial
 
 
 class PublicDatabaseConfig(PluginConfig):
@@ -33,3 +35,16 @@ def recovered(release: LiftedFeatures, descriptors: np.ndarray) -> RawFeatures:
         image_size=release.image_size,
         descriptors=descriptors,
     )
+
+
+def adversarial_count(release: LiftedFeatures, override: int | None, attack: str) -> int | None:
+    """How many of the m directions are lifting-database rows: the config's ``n_adversarial``,
+    else what the release's public lifting mode implies (random 0, hybrid / sub-hybrid
+    floor(m/2), adversarial m; ldp-feat.md section 3.1, ref [11]); ``None`` when neither says."""
+    if override is not None:
+        if override > release.m:
+            raise InputError(f"{attack}: n_adversarial = {override} exceeds the subspace dimension m = {release.m}")
+        return override
+    if release.mode is None:
+        return None
+    return n_adversarial(release.m, release.mode)

@@ -17,6 +17,7 @@ from vispriv.harness.errors import InputError
 from vispriv.plugins.descriptor_release.config import SiftConfig
 
 DESCRIPTOR_DIM = 128
+LIFTING_MODES = ("random", "adversarial", "hybrid", "sub-hybrid")
 
 
 def _check_rows(name: str, arr: np.ndarray, n: int, width: int | None = None) -> None:
@@ -70,12 +71,16 @@ class LiftedFeatures(_Keypointed):
     """Affine subspaces (offset + orthonormal basis of m directions) per keypoint (ref [11]).
 
     ``database`` is the lifting database W when the threat model makes it public
-    (ldp-feat.md section 4.1); ``None`` otherwise.
+    (ldp-feat.md section 4.1); ``None`` otherwise. ``mode`` is the lifting method
+    (random / adversarial / hybrid / sub-hybrid), a public parameter of the defense like
+    m (the attacks of section 4 know how many of the m directions are database rows);
+    ``None`` when unknown.
     """
 
     offsets: np.ndarray = field(default_factory=lambda: np.zeros((0, DESCRIPTOR_DIM), np.float32))
     bases: np.ndarray = field(default_factory=lambda: np.zeros((0, 1, DESCRIPTOR_DIM), np.float32))
     database: np.ndarray | None = None
+    mode: str | None = None
 
     def __post_init__(self) -> None:
         self._check_common()
@@ -85,6 +90,8 @@ class LiftedFeatures(_Keypointed):
         if self.bases.ndim != 3:
             raise InputError(f"bases must be (K, m, {DESCRIPTOR_DIM}); got {self.bases.shape}")
         _check_rows("bases", self.bases, self.n_keypoints, DESCRIPTOR_DIM)
+        if self.mode not in (None, *LIFTING_MODES):
+            raise InputError(f"lifting mode must be one of {LIFTING_MODES} or None; got {self.mode!r}")
 
     @property
     def m(self) -> int:

@@ -365,5 +365,6 @@ def lift_features(
         offsets=lifting.offsets,
         bases=lifting.bases,
         database=database if publish_database else None,
+        mode=mode,
     )
     return release, lifting

@@ -109,8 +109,12 @@ def split_users(
     standardise: bool = True,
     split: str = "iid",
     max_per_user: int | None = None,
+    schedule_seed: int = 0,
 ) -> tuple[FederatedData, FederatedPublic]:
-    """Split a labelled image set into test / init / N user sets (section 3.2)."""
+    """Split a labelled image set into test / init / N user sets (section 3.2).
+
+    ``schedule_seed`` fixes the users' SGD sample order for every defense run on this data.
+    """
     if n_users < 1:
         raise InputError(f"n_users must be >= 1; got {n_users}")
     images = np.asarray(source.images, dtype=np.float64)
@@ -159,6 +163,7 @@ def split_users(
         n_classes=n_classes,
         image_shape=shape,
         class_names=list(source.class_names),
+        schedule_seed=schedule_seed,
     )
     public = FederatedPublic(
         init_features=feats(init),

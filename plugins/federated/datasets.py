@@ -56,5 +56,6 @@ class FederatedImages(Dataset):
             standardise=cfg.standardise,
             split=cfg.split,
             max_per_user=cfg.max_per_user,
+            schedule_seed=ctx.child_seed("federated-schedule"),
         )
         return Scene(private=private, public=public)

@@ -22,9 +22,11 @@ def vispriv_register_defenses(register):
 
 @hookimpl
 def vispriv_register_attacks(register):
+    from vispriv.plugins.attacks.average_isolation import AverageIsolation
     from vispriv.plugins.attacks.gradient_leakage import GradientLeakage
 
     register(GradientLeakage)
+    register(AverageIsolation)
 
 
 @hookimpl

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from vispriv.plugins.federated.linear import prox_step
+
 
 def loss_gradient_estimate(
     w_bar: np.ndarray, w_new: np.ndarray, lr: float, l1: float, l2: float
@@ -80,3 +82,37 @@ def newton_logistic(theta: np.ndarray, w: np.ndarray, iters: int = 50) -> np.nda
         if abs(step) < 1e-12:
             break
     return -theta * (1.0 + np.exp(a))
+
+
+def isolated_update(w_bar: np.ndarray, w_next: np.ndarray, n_users: int, lr: float, l1: float, l2: float) -> np.ndarray:
+    """N w̄_{t+1} - (N - 1) g with g = prox(w̄_t, 0): one user's update if every other step was gradient-free.
+
+    A user whose sample gives no loss gradient (hinge, margin >= 1 on every row) sends
+    exactly g, the proximal step without a gradient; the published average then hides
+    only the remaining user's update, which this returns (issue 14 item 5).
+    """
+    free = prox_step(w_bar, np.zeros_like(w_bar), lr, l1, l2)
+    return n_users * w_next - (n_users - 1) * free
+
+
+def single_sample_gradient(theta: np.ndarray, loss: str, tol: float = 1e-6) -> bool:
+    """Is Theta (C, D + 1) the gradient of one sample (A.2.1)? The check the isolation attack runs.
+
+    One sample z = (x, y) gives Theta_c = -y_c s_c (x, 1) with s_c >= 0 (hinge: s_c in {0, 1}),
+    so: some row carries a gradient; a row without bias gradient carries none at all; at
+    most one row has y_c = +1 (negative bias entry); hinge bias entries are exactly +-1;
+    and every row's ratio Theta_c[:D] / Theta_c[D] is the same x. A sum of two or more
+    users' gradients breaks one of these except in degenerate cases (identical samples).
+    ``tol`` is relative to the scale of x.
+    """
+    bias = theta[:, -1]
+    rows = np.abs(bias) > tol
+    if not rows.any() or np.count_nonzero(bias[rows] < 0) > 1:
+        return False
+    if np.any(np.abs(theta[~rows, :-1]) > tol):
+        return False
+    if loss == "hinge" and np.any(np.abs(np.abs(bias[rows]) - 1.0) > tol):
+        return False
+    estimates = theta[rows, :-1] / bias[rows, None]
+    scale = 1.0 + float(np.max(np.abs(estimates)))
+    return bool(np.max(np.abs(estimates - estimates[0])) <= tol * scale)

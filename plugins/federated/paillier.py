@@ -57,8 +57,8 @@ def ciphertext_bytes(public_key: paillier.PaillierPublicKey) -> int:
     return (int(public_key.nsquare).bit_length() + 7) // 8
 
 
-def _obfuscators(n: int, count: int) -> list[int]:
-    """``count`` fresh r^n mod n^2 for random r in [1, n) (runs in worker processes)."""
+def fresh_obfuscators(n: int, count: int) -> list[int]:
+    """``count`` fresh r^n mod n^2 for random r in [1, n) from :mod:`secrets` (also runs in worker processes)."""
     nn = gmpy2.mpz(n)
     n2 = nn * nn
     return [int(gmpy2.powmod(gmpy2.mpz(secrets.randbelow(n - 1) + 1), nn, n2)) for _ in range(count)]
@@ -66,6 +66,10 @@ def _obfuscators(n: int, count: int) -> list[int]:
 
 class ObfuscatorPool:
     """Precomputed obfuscators r^n mod n^2 for one public key (the offline phase).
+
+    A pool belongs to the one party that encrypts with it: whoever holds r^n of a
+    ciphertext c = (1 + n m) r^n recovers m = (c / r^n - 1) / n without the key, so a
+    pool must never be shared between parties (each DPHE user owns one).
 
     ``fill`` spreads the powers over ``workers`` processes (default: every core);
     ``take`` hands out obfuscators, each used once, and refills on demand if the pool
@@ -103,12 +107,12 @@ class ObfuscatorPool:
         start = time.perf_counter()
         n = int(self.public_key.n)
         if self.workers == 1 or count < PARALLEL_THRESHOLD:
-            values = _obfuscators(n, count)
+            values = fresh_obfuscators(n, count)
         else:
             chunks = [count // self.workers + (i < count % self.workers) for i in range(self.workers)]
             if self._executor is None:
                 self._executor = ProcessPoolExecutor(max_workers=self.workers)
-            parts = self._executor.map(_obfuscators, [n] * len(chunks), chunks)
+            parts = self._executor.map(fresh_obfuscators, [n] * len(chunks), chunks)
             values = [v for part in parts for v in part]
         self._pool.extend(gmpy2.mpz(v) for v in values)
         self.produced += count
@@ -176,6 +180,19 @@ def to_bytes(ciphertexts: list[gmpy2.mpz], width: int) -> np.ndarray:
 
 def from_bytes(arr: np.ndarray) -> list[gmpy2.mpz]:
     return [gmpy2.mpz(int.from_bytes(row.tobytes(), "big")) for row in np.atleast_2d(arr)]
+
+
+def check_ciphertexts(ciphertexts: list[gmpy2.mpz], public_key: paillier.PaillierPublicKey, who: str) -> None:
+    """Every ciphertext must be a unit of Z*_{n^2}: 0 < c < n^2 and gcd(c, n) = 1 (Paillier's ciphertext space)."""
+    n = gmpy2.mpz(public_key.n)
+    n2 = n * n
+    for i, value in enumerate(ciphertexts):
+        c = gmpy2.mpz(value)
+        if not 0 < c < n2 or gmpy2.gcd(c, n) != 1:
+            raise InputError(
+                f"{who}: ciphertext {i} is not a Paillier ciphertext of this key; "
+                "allowed are integers c with 0 < c < n^2 and gcd(c, n) = 1"
+            )
 
 
 def decrypt_decode(

@@ -46,6 +46,8 @@ class FederatedData(Payload):
     n_classes: int
     image_shape: tuple[int, int]
     class_names: list[str] = field(default_factory=list)
+    #: Seeds the users' SGD sample order (common random numbers across defenses, see protocol.py).
+    schedule_seed: int = 0
 
     def __post_init__(self) -> None:
         self.features = np.asarray(self.features, dtype=np.float64)

@@ -6,6 +6,12 @@ publishes w̄_{t+1} = (1/N) sum_n w_t^(n). w̄_0 is trained on the public initia
 (section 3.2). Everything runs in one process (as in the paper's own experiments,
 section 3.1: "implemented in a single computer ... no transmissions"); bytes sent are
 counted from the serialised messages.
+
+Common random numbers: which sample a user's SGD step draws in round t comes from
+``FederatedData.schedule_seed`` (set by the dataset from the cell's dataset seed) and
+(t, n) alone, never from the defense's seed, so every defense of a scenario trains on
+the same data order within a cell seed and utility differences are the defense's own.
+The defense's seed (``ctx``) drives only the defense's own randomness (RA12's noise).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ class DpheSettings:
     key_bits: int = 1024
     capacity_fraction: float = 0.1
     workers: int | None = None
+    fresh_permutations: bool = True
 
 
 @dataclass
@@ -55,6 +62,8 @@ class FederatedRun:
     values_encrypted: int = 0
     bytes_per_user_round: float = 0.0
     secure_max_abs_error: float = float("nan")
+    uncovered_slots: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), bool))
+    permutation_groups: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 def initial_classifier(public: FederatedPublic, cfg: linear.LocalTraining) -> np.ndarray:
@@ -62,23 +71,43 @@ def initial_classifier(public: FederatedPublic, cfg: linear.LocalTraining) -> np
     return linear.train_full_batch(public.init_features, public.init_labels, public.n_classes, cfg, cfg.init_epochs)
 
 
+def sample_schedule(schedule_seed: int, round_index: int, user: int) -> np.random.Generator:
+    """The generator of user n's SGD sample choice in round t: a function of the data's seed, t and n only."""
+    return np.random.default_rng([schedule_seed, round_index, user])
+
+
 @dataclass
 class _Parties:
-    """The DPHE roles of one run (absent for plaintext FedAvg)."""
+    """The DPHE roles of one run (absent for plaintext FedAvg); each user owns its obfuscator pool."""
 
     keygen: KeyGenerator
     aggregator: Aggregator
     users: list[User]
-    pool: pl.ObfuscatorPool
 
     @classmethod
     def create(cls, dim: int, n_users: int, settings: DpheSettings) -> _Parties:
         capacity = max(1, min(dim, math.ceil(settings.capacity_fraction * dim)))
-        keygen = KeyGenerator(dim, n_users, capacity, settings.key_bits)
-        pool = pl.ObfuscatorPool(keygen.public_key, settings.workers)
-        aggregator = Aggregator(keygen.credentials_for_aggregator(), n_users, pool)
-        users = [User(keygen.credentials_for_user(n)) for n in range(n_users)]
-        return cls(keygen, aggregator, users, pool)
+        keygen = KeyGenerator(dim, n_users, capacity, settings.key_bits, settings.fresh_permutations)
+        keygen.start_round()
+        aggregator = Aggregator(keygen.credentials_for_aggregator(), n_users)
+        users = [User(keygen.credentials_for_user(n), settings.workers) for n in range(n_users)]
+        return cls(keygen, aggregator, users)
+
+    def next_round(self, t: int) -> None:
+        """G opens round t (fresh permutations) and hands out this round's credentials."""
+        if t > 0:
+            self.keygen.start_round()
+        self.aggregator.receive(self.keygen.credentials_for_aggregator())
+        for n, user in enumerate(self.users):
+            user.receive(self.keygen.credentials_for_user(n))
+
+    @property
+    def offline_seconds(self) -> float:
+        return sum(u.offline_seconds for u in self.users)
+
+    def close(self) -> None:
+        for user in self.users:
+            user.close()
 
 
 def run_federated(
@@ -99,7 +128,7 @@ def run_federated(
         return _run_rounds(private, public, cfg, rounds, ctx, parties, perturb)
     finally:
         if parties is not None:
-            parties.pool.close()
+            parties.close()
 
 
 def _run_rounds(
@@ -114,7 +143,7 @@ def _run_rounds(
     n_users = private.n_users
     shape = (private.n_classes, private.dim + 1)
     dim = int(np.prod(shape))
-    rng = ctx.rng("federated-rounds")
+    noise_rng = ctx.rng("federated-rounds")
     width = pl.ciphertext_bytes(parties.keygen.public_key) if parties is not None else 0
     w_bar = initial_classifier(public, cfg)
     averages = [w_bar]
@@ -127,9 +156,10 @@ def _run_rounds(
         updates, used = [], []
         for n in range(n_users):
             rows = private.rows_of(n)
-            w_new, local_rows = linear.local_update(w_bar, private.features[rows], private.labels[rows], cfg, rng)
+            schedule = sample_schedule(private.schedule_seed, t, n)
+            w_new, local_rows = linear.local_update(w_bar, private.features[rows], private.labels[rows], cfg, schedule)
             if perturb is not None:
-                w_new = perturb(n, w_bar, w_new, rng)
+                w_new = perturb(n, w_bar, w_new, noise_rng)
             updates.append(w_new)
             used.append(rows[local_rows])
         updates_arr = np.stack(updates)
@@ -137,17 +167,18 @@ def _run_rounds(
         plain_mean = updates_arr.mean(axis=0)
         if parties is not None:
             round_msgs: list[Message] = []
-            # Offline phase: obfuscators r^n for this round's values, computed before any is encrypted.
-            need = sum(u.values_needed(updates_arr[n]) for n, u in enumerate(parties.users)) + 1
-            parties.pool.fill(need - len(parties.pool))
+            parties.next_round(t)
+            # Offline phase: each user computes its own obfuscators r^n before encrypting anything.
+            for n, user in enumerate(parties.users):
+                user.precompute(user.values_needed(updates_arr[n]))
             for n, user in enumerate(parties.users):
                 start = time.perf_counter()
-                msgs = user.encrypt(updates_arr[n].reshape(-1), parties.pool)
+                msgs = user.encrypt(updates_arr[n].reshape(-1))
                 enc_seconds += time.perf_counter() - start
                 values_encrypted += sum(len(m.ciphertexts) for m in msgs)
                 bytes_sent += sum(len(m.ciphertexts) * (width + 8) for m in msgs)
                 round_msgs.extend(msgs)
-            w_bar = parties.aggregator.average(round_msgs, parties.keygen, t).reshape(shape)
+            w_bar = parties.aggregator.average(round_msgs, parties.keygen).reshape(shape)
             max_err = max(max_err, float(np.max(np.abs(w_bar - plain_mean))))
             messages_log.append(round_msgs)
         else:
@@ -169,8 +200,12 @@ def _run_rounds(
         ciphertext_width=width,
         capacity=parties.aggregator.capacity if parties is not None else 0,
         encryption_seconds=enc_seconds,
-        offline_seconds=parties.pool.offline_seconds if parties is not None else 0.0,
+        offline_seconds=parties.offline_seconds if parties is not None else 0.0,
         values_encrypted=values_encrypted,
         bytes_per_user_round=bytes_sent / (n_users * rounds),
         secure_max_abs_error=max_err if parties is not None else float("nan"),
+        uncovered_slots=np.stack(parties.aggregator.uncovered_log) if parties is not None else np.zeros((0, 0), bool),
+        permutation_groups=(
+            np.arange(rounds) if parties is not None and parties.keygen.fresh_permutations else np.zeros(rounds, np.int64)
+        ),
     )

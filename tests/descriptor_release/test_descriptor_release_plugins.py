@@ -68,7 +68,8 @@ def test_affine_lifting_release_hides_descriptors(lifted):
     rel, truth = lifted.release, lifted.truth
     assert isinstance(rel, LiftedFeatures) and rel.m == 2 and rel.database.shape == (256, 128)
     fields = {f.name for f in dataclasses.fields(rel)}
-    assert fields == {"keypoints", "image_index", "image_ids", "image_size", "offsets", "bases", "database"}
+    assert fields == {"keypoints", "image_index", "image_ids", "image_size", "offsets", "bases", "database", "mode"}
+    assert rel.mode == "sub-hybrid"  # public, like m
     d = truth["descriptors"].descriptors
     assert np.min(np.linalg.norm(rel.offsets - d, axis=1)) > 1e-3  # offset is re-parameterised
     # but d lies on its subspace, and so does its adversarial row (hybrid: m/2 = 1)
@@ -141,3 +142,41 @@ def test_hooks_register_everything():
                        ("defense", "none"), ("attack", "database"), ("attack", "clustering"), ("attack", "nearest"),
                        ("metric", "descriptor-recovery"), ("metric", "lifting-assumptions")]:
         assert reg.get(kind, name, "descriptor-release").name == name
+
+
+@pytest.mark.parametrize("mode", ["random", "adversarial", "hybrid", "sub-hybrid"])
+def test_database_and_clustering_attacks_in_every_lifting_mode(mode, scene, ctx):
+    """Issue 14 item 6: both attacks count the adversarial rows the mode puts in (m, floor(m/2) or 0)."""
+    m = 4
+    n_adv = {"random": 0, "adversarial": m, "hybrid": m // 2, "sub-hybrid": m // 2}[mode]
+    cfg = AffineLifting.Config(mode=mode, m=m, database_size=256, database_augment=1, utility=False)
+    lifted = AffineLifting(cfg).protect(scene.private, scene.public, ctx)
+    release, truth = lifted.release, lifted.truth
+    assert release.mode == mode
+    clustering = ClusteringAttack(ClusteringAttack.Config(**SMALL_Z)).attack(release, scene.public, ctx)
+    assert clustering.estimate["lifting"].neighbours.shape[1] == n_adv + 1  # k = n_adv + 1 clusters (section 4.2)
+    if release.database is None:
+        assert mode == "random"
+        with pytest.raises(InputError, match="lifting database W"):
+            DatabaseAttack().attack(release, scene.public, ctx)
+        return
+    adv = truth["lifting"].adversarial / np.linalg.norm(truth["lifting"].adversarial, axis=2, keepdims=True)
+
+    def estimate_quality(result):
+        est = result.estimate["descriptors"].descriptors
+        est = est / np.linalg.norm(est, axis=1, keepdims=True)
+        is_adversarial_row = np.einsum("kd,kad->ka", est, adv).max(axis=1) > 0.99
+        return is_adversarial_row.mean(), np.median(np.sum(est * truth["descriptors"].descriptors, axis=1))
+
+    unlabelled = dataclasses.replace(release, mode=None)  # a release that does not say: W tells
+    for rel in (release, unlabelled):
+        result = DatabaseAttack().attack(rel, scene.public, ctx)
+        assert result.metrics["adversarial_found"] == 1.0
+        assert result.estimate["lifting"].neighbours.shape[1] == n_adv + 1
+        adversarial_share, cosine = estimate_quality(result)
+        assert adversarial_share < 0.05 and cosine > 0.6
+    if mode == "adversarial":  # the old default floor(m/2) leaves adversarial rows at distance 0 in V
+        adversarial_share, cosine = estimate_quality(DatabaseAttack(DatabaseAttack.Config(n_adversarial=m // 2)).attack(release, scene.public, ctx))
+        assert adversarial_share > 0.3 and cosine < 0.6
+    with pytest.raises(InputError, match="set n_adversarial"):
+        ClusteringAttack(ClusteringAttack.Config(**SMALL_Z)).attack(unlabelled, scene.public, ctx)

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from vispriv.plugins.federated import linear
-from vispriv.plugins.federated.leak import loss_gradient_estimate, newton_logistic, recover_sample
+from vispriv.plugins.federated.leak import (
+    isolated_update,
+    loss_gradient_estimate,
+    newton_logistic,
+    recover_sample,
+    single_sample_gradient,
+)
 
 
 def _numeric_gradient(w, x, labels, loss, h=1e-6):
@@ -88,3 +94,22 @@ def test_newton_solves_bias_free_logistic_leak():
     w, X = rng.normal(size=5), rng.normal(size=5)
     theta = -X / (1 + np.exp(w @ X))
     np.testing.assert_allclose(newton_logistic(theta, w), X, atol=1e-8)
+
+
+def test_isolated_update_and_one_sample_test():
+    """N w̄' - (N - 1) prox(w̄, 0) is the one user with a gradient; the test accepts it and rejects two users' sum."""
+    rng = np.random.default_rng(7)
+    w_bar = rng.normal(scale=0.1, size=(3, 6))
+    lr, l1, l2 = 0.05, 0.002, 0.003
+    x, other = rng.normal(size=(1, 5)), rng.normal(size=(1, 5))
+    free = linear.prox_step(w_bar, np.zeros_like(w_bar), lr, l1, l2)
+    mover = linear.prox_step(w_bar, linear.loss_gradient(w_bar, x, np.array([1]), "hinge"), lr, l1, l2)
+    second = linear.prox_step(w_bar, linear.loss_gradient(w_bar, other, np.array([2]), "hinge"), lr, l1, l2)
+    alone = isolated_update(w_bar, (mover + 2 * free) / 3, 3, lr, l1, l2)
+    np.testing.assert_allclose(alone, mover, atol=1e-12)
+    theta = loss_gradient_estimate(w_bar, alone, lr, l1, l2)
+    assert single_sample_gradient(theta, "hinge")
+    both = isolated_update(w_bar, (mover + second + free) / 3, 3, lr, l1, l2)
+    assert not single_sample_gradient(loss_gradient_estimate(w_bar, both, lr, l1, l2), "hinge")
+    nothing = isolated_update(w_bar, free, 3, lr, l1, l2)
+    assert not single_sample_gradient(loss_gradient_estimate(w_bar, nothing, lr, l1, l2), "hinge")

@@ -45,34 +45,34 @@ def test_bytes_round_trip(keys):
 
 def _roles(dim=40, n_users=3, capacity=6):
     keygen = KeyGenerator(dim, n_users, capacity, 512)
-    pool = pl.ObfuscatorPool(keygen.public_key, workers=1)
-    aggregator = Aggregator(keygen.credentials_for_aggregator(), n_users, pool)
+    keygen.start_round()
+    aggregator = Aggregator(keygen.credentials_for_aggregator(), n_users)
     users = [User(keygen.credentials_for_user(n)) for n in range(n_users)]
-    return keygen, aggregator, users, pool
+    return keygen, aggregator, users
 
 
 def test_dphe_sum_equals_plaintext_sum_signed_floats_different_sparsity():
-    keygen, aggregator, users, pool = _roles()
+    keygen, aggregator, users = _roles()
     rng = np.random.default_rng(1)
     updates = []
     for nz in (3, 6, 17):  # under, at and over capacity M = 6 (the last one is sharded)
         w = np.zeros(40)
         w[rng.choice(40, nz, replace=False)] = rng.normal(0, 3, nz)
         updates.append(w)
-    messages = [m for u, w in zip(users, updates) for m in u.encrypt(w, pool)]
+    messages = [m for u, w in zip(users, updates) for m in u.encrypt(w)]
     assert len(messages) == 1 + 1 + 3  # ceil(17 / 6) = 3 shards for the third user
     assert all(len(m.ciphertexts) == 6 for m in messages)  # every message carries exactly M values
-    avg = aggregator.average(messages, keygen, round_index=0)
+    avg = aggregator.average(messages, keygen)
     np.testing.assert_allclose(avg * 3, np.sum(updates, axis=0), atol=3 * 2.0**-32)
     with pytest.raises(InputError, match="already decrypted"):
-        keygen.decrypt_and_reorder(aggregator.encrypted_permuted_sum(messages), 0)
+        keygen.decrypt_and_reorder(aggregator.encrypted_permuted_sum(messages))
 
 
 def test_indices_are_doubly_permuted():
-    keygen, _aggregator, users, pool = _roles(dim=200, capacity=20)
+    keygen, _aggregator, users = _roles(dim=200, capacity=20)
     w = np.zeros(200)
     w[:20] = 1.0
-    (msg,) = users[0].encrypt(w, pool)
+    (msg,) = users[0].encrypt(w)
     # Phi(K) = phi^(0) phi K: the plain support {0..19} is not what goes on the wire ...
     assert set(msg.permuted_indices.tolist()) != set(range(20))
     # ... and undoing only phi^(0) (what A can do, eq. 8) still does not reveal it.
@@ -100,7 +100,7 @@ def _holds(obj, predicate, seen=None, depth=0):
 
 
 def test_aggregator_cannot_decrypt_nor_unpermute():
-    keygen, aggregator, users, _pool = _roles()
+    keygen, aggregator, users = _roles()
     shared = keygen.credentials_for_user(0).shared_perm
     assert not _holds(aggregator, lambda o: isinstance(o, paillier.PaillierPrivateKey))
     assert not _holds(aggregator, lambda o: isinstance(o, np.ndarray) and o.shape == shared.shape and np.array_equal(o, shared))
@@ -115,14 +115,15 @@ def test_aggregator_cannot_decrypt_nor_unpermute():
 
 
 def test_bad_inputs_give_clear_errors():
-    _keygen, aggregator, users, pool = _roles()
+    _keygen, aggregator, users = _roles()
     with pytest.raises(InputError, match="NaN"):
-        users[0].encrypt(np.full(40, np.nan), pool)
+        users[0].encrypt(np.full(40, np.nan))
     with pytest.raises(InputError, match="overflows"):
-        users[0].encrypt(np.r_[1e200, np.zeros(39)], pool)
+        users[0].encrypt(np.r_[1e200, np.zeros(39)])
     other = KeyGenerator(40, 3, 6, 768)
+    other.start_round()
     stranger = User(other.credentials_for_user(1))
-    msgs = stranger.encrypt(np.r_[1.0, np.zeros(39)], pl.ObfuscatorPool(other.public_key, 1))
+    msgs = stranger.encrypt(np.r_[1.0, np.zeros(39)])
     with pytest.raises(InputError, match="768-bit key"):
         aggregator.encrypted_permuted_sum(msgs)
     with pytest.raises(InputError, match="multiple of 8"):

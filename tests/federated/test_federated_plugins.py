@@ -8,6 +8,7 @@ from phe import paillier
 
 from vispriv.harness import Images
 from vispriv.harness.errors import ConfigError, InputError
+from vispriv.plugins.attacks.average_isolation import AverageIsolation
 from vispriv.plugins.attacks.gradient_leakage import GradientLeakage
 from vispriv.plugins.defenses.dp_baselines import Prr10, Ra12
 from vispriv.plugins.defenses.dphe import Dphe
@@ -16,7 +17,7 @@ from vispriv.plugins.federated import linear
 from vispriv.plugins.federated import protocol as protocol_mod
 from vispriv.plugins.federated.datasets import FederatedImages
 from vispriv.plugins.federated.grid_metric import LeakCorrelation
-from vispriv.plugins.federated.payloads import EncryptedUpdates
+from vispriv.plugins.federated.payloads import EncryptedUpdates, PublishedAverage
 from vispriv.plugins.metrics.classification import Accuracy
 from vispriv.plugins.metrics.image_quality import SSIM, per_image_quality
 
@@ -156,5 +157,37 @@ def test_hooks_register_every_plugin():
     for hook in (hooks.vispriv_register_datasets, hooks.vispriv_register_defenses, hooks.vispriv_register_attacks, hooks.vispriv_register_metrics):
         hook(got.append)
     names = {c.name for c in got}
-    assert names == {"federated-images", "none", "dphe", "prr10", "ra12", "gradient-leakage", "leak-correlation"}
+    assert names == {"federated-images", "none", "dphe", "prr10", "ra12", "gradient-leakage", "average-isolation", "leak-correlation"}
     assert all(c.scenario == "federated-learning" for c in got)
+
+
+def test_every_defense_trains_on_the_same_data_order_whatever_its_seed(scene, ctx):
+    """Issue 14 item 4 (common random numbers): the SGD sample order follows the data, not the defense's seed."""
+    cfg = dict(rounds=4, reg=0.01, mode="sgd")
+    plain = PlainFedAvg(PlainFedAvg.Config(**cfg)).protect(scene.private, scene.public, ctx.with_seed(11))
+    dphe = Dphe(Dphe.Config(key_bits=512, workers=1, **cfg)).protect(scene.private, scene.public, ctx.with_seed(12))
+    ra12 = Ra12(Ra12.Config(**cfg)).protect(scene.private, scene.public, ctx.with_seed(13))
+    for other in (dphe, ra12):
+        assert other.truth["images"].ids == plain.truth["images"].ids
+        np.testing.assert_array_equal(other.truth["images"].images, plain.truth["images"].images)
+    # DPHE itself costs nothing: the same sums, hence the same classifier and accuracy.
+    np.testing.assert_allclose(dphe.release.averages, plain.release.averages, atol=1e-8)
+    assert dphe.utility["test_accuracy"] == plain.utility["test_accuracy"]
+
+
+def test_average_isolation_recovers_samples_from_the_dphe_average_alone(scene, ctx):
+    """Issue 14 item 5: the published averages of a DPHE run (N = 3, reg 0) expose single users' samples."""
+    cfg = dict(rounds=40, reg=0.0, mode="sgd")
+    # 256-bit keys (MIN_KEY_BITS) for speed: the attack reads only the averages, which do not depend on the key.
+    protected = Dphe(Dphe.Config(key_bits=256, workers=1, **cfg)).protect(scene.private, scene.public, ctx)
+    rel = protected.release
+    averages_only = PublishedAverage(averages=rel.averages, protocol=rel.protocol, target_ids=rel.target_ids)
+    result = AverageIsolation().attack(averages_only, scene.public, ctx)
+    again = AverageIsolation().attack(rel, scene.public, ctx)
+    np.testing.assert_array_equal(again.estimate["images"].images, result.estimate["images"].images)  # reads only the averages
+    ssim = np.array([r["ssim"] for r in per_image_quality(protected.truth["images"], result.estimate["images"])])
+    hit = (ssim > 0.99).reshape(cfg["rounds"], scene.private.n_users)
+    claimed = round(result.metrics["isolated_rounds"] * cfg["rounds"])
+    assert claimed >= 2
+    assert hit.any(axis=1).sum() == claimed  # every claimed round names one user's sample exactly, no other round does
+    assert hit.sum(axis=1).max() == 1

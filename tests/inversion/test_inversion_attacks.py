@@ -108,3 +108,18 @@ def test_mean_image_and_reconstruction_report(scene, tmp_path):
     assert perfect["ssim_min"] == pytest.approx(1.0)
     assert (tmp_path / "art" / "reconstruction_grid.png").stat().st_size > 0
     assert (tmp_path / "art" / "reconstruction_per_image.csv").read_text().count("\n") == len(test.ids) + 1
+
+
+def test_networks_train_only_on_the_attackers_public_images_by_default(scene, tmp_path):
+    """Issue 14 item 7: the lifting photos (behind W) are in no attack's threat model; training uses public images."""
+    _, public, raw = scene
+    ctx = ctx_for(tmp_path)
+    for attack, release in ((InvertRaw(InvertRaw.Config(sift=SIFT, network=NET)), raw),
+                            (Dia(Dia.Config(sift=SIFT, network=NET, mode="random")), _lifted(raw, 2))):
+        sets = attack.training_sets(release, public, ctx)
+        ids = [i for images, _feats in sets for i in images.ids]
+        assert ids and all(i.startswith("public/") for i in ids)
+        assert len(ids) == len(public.public.ids)  # flip off, one scale: each public image once
+    granted = InvertRaw(InvertRaw.Config(sift=SIFT, network=NET, train_on=("public", "lifting")))
+    ids = [i for images, _ in granted.training_sets(raw, public, ctx) for i in images.ids]
+    assert sum(i.startswith("lifting/") for i in ids) == len(public.lifting.ids)  # only on explicit request
