@@ -86,12 +86,16 @@ class ManifestWorld:
     std: np.ndarray
 
 
-def split_manifest(manifest: Manifest, n_places: int, test_fraction: float, rng: np.random.Generator) -> ManifestWorld:
-    """Random train/test split, cells from the training coordinates only, standardised features."""
-    n = len(manifest.features)
+def split_indices(n: int, test_fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """The random (test, train) split of ``n`` photos used by :func:`split_manifest`."""
     order = rng.permutation(n)
     n_test = int(round(test_fraction * n))
-    test, train = order[:n_test], order[n_test:]
+    return order[:n_test], order[n_test:]
+
+
+def split_manifest(manifest: Manifest, n_places: int, test_fraction: float, rng: np.random.Generator) -> ManifestWorld:
+    """Random train/test split, cells from the training coordinates only, standardised features."""
+    test, train = split_indices(len(manifest.features), test_fraction, rng)
     if len(train) < 2 * n_places:
         raise InputError(f"{len(train)} training photos cannot fill {n_places} cells for two classifiers; need >= {2 * n_places}")
     bounds = partition(manifest.lat[train], manifest.lon[train], n_places)

@@ -20,7 +20,7 @@ from vispriv.plugins.album.data import (
     split_manifest,
     train_pair,
 )
-from vispriv.plugins.album.manifest import read_manifest
+from vispriv.plugins.album.manifest import Manifest, read_manifest
 from vispriv.plugins.album.payloads import Albums, GeoModels
 from vispriv.plugins.album.world import SimWorld, WorldParams
 
@@ -64,6 +64,12 @@ class AlbumWorld(Dataset):
             return "SIMULATED world (plugins/album/world.py): per-photo features drawn around location prototypes, not real photos"
         return ""
 
+    def real_photos(self, ctx: CellContext) -> tuple[Manifest, object]:
+        """The geotagged photos of the real-data path and a fingerprint of their source (for the cache key)."""
+        manifest = read_manifest(self.config.manifest)
+        stat = Path(self.config.manifest).stat()
+        return manifest, [stat.st_size, stat.st_mtime_ns]
+
     def load(self, ctx: CellContext) -> Scene:
         cfg = self.config
         if cfg.source == "manifest" and not cfg.manifest:
@@ -80,13 +86,11 @@ class AlbumWorld(Dataset):
 
             bounds = np.zeros((0, 4))
         else:
-            manifest = read_manifest(cfg.manifest)
+            manifest, world_key["manifest_file"] = self.real_photos(ctx)
             if any(manifest.skipped.values()):
-                warnings.warn(f"album-world skipped manifest rows: {manifest.skipped}", stacklevel=2)
+                warnings.warn(f"{self.name} skipped manifest rows: {manifest.skipped}", stacklevel=2)
             if ctx.artifact_dir is not None:
                 ctx.artifact("manifest_skips.json").write_text(json.dumps(manifest.skipped))
-            stat = Path(cfg.manifest).stat()
-            world_key["manifest_file"] = [stat.st_size, stat.st_mtime_ns]
             split = split_manifest(manifest, cfg.n_places, cfg.test_fraction, np.random.default_rng(cfg.world_seed))
 
             def compute() -> dict[str, np.ndarray]:

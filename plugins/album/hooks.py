@@ -8,6 +8,9 @@ def vispriv_register_datasets(register):
     from vispriv.plugins.album.dataset import AlbumWorld
 
     register(AlbumWorld)
+    from vispriv.plugins.album.photos import AlbumPhotos
+
+    register(AlbumPhotos)
 
 
 @hookimpl

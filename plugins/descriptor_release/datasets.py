@@ -76,13 +76,17 @@ class ImageFolder(Dataset):
     scenario = SCENARIO
     produces = (Images,)
 
+    def split(self, files: list[Path], root: Path) -> dict[str, list[Path]]:
+        """Files into ``test`` / ``lifting`` / ``public`` (here: by a hash of each file's path)."""
+        return split_files(files, root, self.config.test_fraction)
+
     def load(self, ctx: CellContext) -> Scene:
         cfg = self.config
         root = Path(cfg.root).expanduser()
         files = list_images(root)
         if not files:
             raise InputError(f"image folder {str(root)!r} holds no .jpg/.jpeg/.png file")
-        splits = split_files(files, root, cfg.test_fraction)
+        splits = self.split(files, root)
         empty = [name for name, paths in splits.items() if not paths]
         if empty:
             raise InputError(f"image folder {str(root)!r} has {len(files)} images: too few to fill splits {empty}")

@@ -9,6 +9,12 @@ def vispriv_register_datasets(register):
 
     register(BundledImages)
     register(ImageFolder)
+    from vispriv.plugins.descriptor_release.hpatches import HPatches
+
+    register(HPatches)
+    from vispriv.plugins.descriptor_release.scene_trees import SceneTrees
+
+    register(SceneTrees)
 
 
 @hookimpl

@@ -259,7 +259,9 @@ def evaluate_utility(
     """Matching utility of a defense: homography pairs of ``images`` and the motorcycle stereo pair.
 
     Args:
-        images: test images (queries); each is warped by random homographies to make references.
+        images: test images (queries); each is warped by random homographies to make references,
+            except :class:`~vispriv.plugins.descriptor_release.hpatches.HPatchesImages`, whose real
+            HPatches pairs and ground-truth homographies are evaluated instead (``hpatches.py``).
         sift_cfg: SIFT settings of both sides (``image_size`` resizes the test images first).
         protect: the defense as a function of raw features (identity for ``none``).
         cfg: matching, RANSAC and pair settings.
@@ -279,6 +281,13 @@ def evaluate_utility(
             "matching.criterion 'vocabulary' needs a defense whose release defines visual words "
             "(ldp-feat); this defense matches by descriptor distance: use criterion 'mutual-nn'"
         )
+    from vispriv.plugins.descriptor_release.hpatches import HPatchesImages, hpatches_utility
+
+    if isinstance(images, HPatchesImages):  # the real benchmark's pairs replace the synthetic warps
+        out = hpatches_utility(images, sift_cfg, protect, cfg, seed, distance, protect_reference, cache)
+        if cfg.stereo:
+            out.update(_stereo_utility(sift_cfg.model_copy(update={"image_size": None}), protect, cfg, seed, distance, protect_reference, cache))
+        return out
     if sift_cfg.image_size is not None:
         size = sift_cfg.image_size
         resized = torch.nn.functional.interpolate(

@@ -8,7 +8,13 @@ from pydantic import Field, model_validator
 
 from vispriv.harness import CellContext, Dataset, PluginConfig, Scene
 from vispriv.harness.errors import ConfigError
-from vispriv.plugins.federated.data import load_digits_source, load_image_folder, load_lfw_source, split_users
+from vispriv.plugins.federated.data import (
+    LabelledImages,
+    load_digits_source,
+    load_image_folder,
+    load_lfw_source,
+    split_users,
+)
 from vispriv.plugins.federated.payloads import FederatedData
 
 
@@ -39,16 +45,19 @@ class FederatedImages(Dataset):
     Config = FederatedImagesConfig
     produces = (FederatedData,)
 
-    def load(self, ctx: CellContext) -> Scene:
+    def labelled_images(self, ctx: CellContext) -> LabelledImages:
+        """The labelled images the users are formed from."""
         cfg: FederatedImagesConfig = self.config
         if cfg.source == "digits":
-            source = load_digits_source()
-        elif cfg.source == "lfw-faces":
-            source = load_lfw_source()
-        else:
-            source = load_image_folder(cfg.root, cfg.size)
+            return load_digits_source()
+        if cfg.source == "lfw-faces":
+            return load_lfw_source()
+        return load_image_folder(cfg.root, cfg.size)
+
+    def load(self, ctx: CellContext) -> Scene:
+        cfg: FederatedImagesConfig = self.config
         private, public = split_users(
-            source,
+            self.labelled_images(ctx),
             cfg.n_users,
             ctx.rng("federated-split"),
             test_fraction=cfg.test_fraction,
