@@ -362,7 +362,9 @@ def heatmap_figure(p: Pivot) -> Any:
     for i, r in enumerate(p.rows):
         for j, c in enumerate(p.cols):
             if (r, c) in p.values:
-                ax.text(j, i, _fmt(p.values[(r, c)], 3), ha="center", va="center", fontsize=7)
+                t = p.colour_position(p.values[(r, c)])
+                ink = "white" if t is not None and abs(t - 0.5) > 0.35 else "black"  # on the dark ends
+                ax.text(j, i, _fmt(p.values[(r, c)], 3), ha="center", va="center", fontsize=7, color=ink)
     title = textwrap.fill(f"{p.metric} ({p.scenario})", width=int(width * 11))
     ax.set_title(f"{title}\n{p.sense}", fontsize=9)
     if np.isfinite(grid).any():  # an all-infinite pivot (exact recovery everywhere) has no scale
