@@ -368,7 +368,7 @@ def heatmap_figure(p: Pivot) -> Any:
     title = textwrap.fill(f"{p.metric} ({p.scenario})", width=int(width * 11))
     ax.set_title(f"{title}\n{p.sense}", fontsize=9)
     if np.isfinite(grid).any():  # an all-infinite pivot (exact recovery everywhere) has no scale
-        bar = fig.colorbar(im, ax=ax, shrink=1.0, aspect=12, pad=0.02)
+        bar = fig.colorbar(im, ax=ax, aspect=12, pad=0.02)
         where = "green = better utility" if is_utility(p.metric) else "red = attack succeeds"
         bar.set_label(f"{p.metric.split('/')[-1]}; {where}", fontsize=7)
         bar.ax.tick_params(labelsize=7)
