@@ -362,11 +362,13 @@ def heatmap_figure(p: Pivot) -> Any:
     for i, r in enumerate(p.rows):
         for j, c in enumerate(p.cols):
             if (r, c) in p.values:
-                ax.text(j, i, _fmt(p.values[(r, c)], 3), ha="center", va="center", fontsize=7)
+                t = p.colour_position(p.values[(r, c)])
+                ink = "white" if t is not None and abs(t - 0.5) > 0.35 else "black"  # on the dark ends
+                ax.text(j, i, _fmt(p.values[(r, c)], 3), ha="center", va="center", fontsize=7, color=ink)
     title = textwrap.fill(f"{p.metric} ({p.scenario})", width=int(width * 11))
     ax.set_title(f"{title}\n{p.sense}", fontsize=9)
     if np.isfinite(grid).any():  # an all-infinite pivot (exact recovery everywhere) has no scale
-        bar = fig.colorbar(im, ax=ax, shrink=1.0, aspect=12, pad=0.02)
+        bar = fig.colorbar(im, ax=ax, aspect=12, pad=0.02)
         where = "green = better utility" if is_utility(p.metric) else "red = attack succeeds"
         bar.set_label(f"{p.metric.split('/')[-1]}; {where}", fontsize=7)
         bar.ax.tick_params(labelsize=7)
