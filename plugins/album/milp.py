@@ -31,11 +31,13 @@ import warnings
 import cvxpy as cp
 import numpy as np
 
+from vispriv.plugins.album.budget_search import branch_and_bound
 from vispriv.plugins.album.pruning import PruneResult, caps, greedy_budget, keep_mask_or_none, protected_k
 from vispriv.plugins.album.solver import solver_options
 from vispriv.plugins.album.surrogate import (
     LP_CHUNK,
     LP_TOLERANCE,
+    best_totals,
     lp_bounds,
     pair_compatibility,
     surviving_cliques,
@@ -47,6 +49,10 @@ from vispriv.plugins.album.surrogate import (
 CLIQUE_MILP_LIMIT = 8
 #: At most this many k-sets go through the LP bound (solved in chunks, see lp_bounds).
 LP_SET_LIMIT = 4096
+#: The budget heuristic also starts from the deletion masks of this many single places.
+PLACE_STARTS = 8
+#: fast_budget runs the descending search first up to this many candidate places, else branch and bound.
+DESCEND_PLACES = 16
 
 def _solve(problem: cp.Problem, solver: str, time_limit: float) -> str:
     """Solve and map cvxpy's status to ``optimal`` / ``feasible`` / ``infeasible`` / ``unknown``."""
@@ -326,6 +332,21 @@ def fast_topk(A: np.ndarray, k: int, fixed=None, solver: str = "HIGHS", time_lim
     return PruneResult(best, "optimal" if proven else "feasible", seconds)
 
 
+def _place_starts(A: np.ndarray, d: int, fixed: np.ndarray, n_starts: int = PLACE_STARTS) -> list[np.ndarray]:
+    """For the places closest to beating (best total after ``d`` deletions), the mask that
+    deletes the ``d`` free photos most against each of them (supplement B's order)."""
+    free = np.flatnonzero(~fixed)
+    if len(free) == 0 or d == 0:
+        return []
+    slack = best_totals(A, fixed, len(A) - d, at_least=True)
+    starts = []
+    for j in np.argsort(-slack, kind="stable")[:n_starts]:
+        keep = np.ones(len(A), dtype=bool)
+        keep[free[np.argsort(A[free, j], kind="stable")[:d]]] = False
+        starts.append(keep)
+    return starts
+
+
 def heuristic_budget(A: np.ndarray, d: int, fixed: np.ndarray, starts: list[np.ndarray], max_moves: int = 200) -> np.ndarray:
     """Best keep mask (at most ``d`` deletions) by steepest-ascent local search on protected-k.
 
@@ -335,7 +356,7 @@ def heuristic_budget(A: np.ndarray, d: int, fixed: np.ndarray, starts: list[np.n
     places. Only a lower bound for :func:`fast_budget`; the exact search proves the rest.
     """
     best = np.ones(len(A), dtype=bool)
-    for begin in starts:
+    for begin in [*starts, *_place_starts(A, d, fixed)]:
         if begin is None or (~begin).sum() > d or np.any(fixed & ~begin):
             continue
         keep = begin.copy()
@@ -364,40 +385,84 @@ def heuristic_budget(A: np.ndarray, d: int, fixed: np.ndarray, starts: list[np.n
     return best
 
 
+def _descend_budget(A: np.ndarray, d: int, fixed: np.ndarray, c: np.ndarray, best: np.ndarray, solver: str, deadline: float) -> tuple[np.ndarray, bool]:
+    """Descending search over the objective: for ``k`` from the number of places with
+    ``c_j >= N - d`` down, "``N - d`` photos or more kept, ``k`` places beating"."""
+    t_min = len(A) - d
+    for k in range(int(np.sum(c >= t_min)), protected_k(A, best), -1):
+        if time.perf_counter() >= deadline:
+            return best, False
+        status, keep = _check_level(A, k, fixed, t_min, c, solver, deadline, at_least=True)
+        if status == "feasible":
+            return keep, True
+        if status == "unknown":
+            return best, False
+    return best, True
+
+
+def _search_budget(A: np.ndarray, d: int, fixed: np.ndarray, c: np.ndarray, best: np.ndarray, deadline: float) -> tuple[np.ndarray, bool]:
+    """Branch and bound over deletion sets (:mod:`vispriv.plugins.album.budget_search`) on the
+    open places (neither beating nor losing under every admissible mask)."""
+    t_min = len(A) - d
+    J = np.flatnonzero(c >= t_min)
+    places = J[worst_totals(A[:, J], fixed, t_min, at_least=True) < 0]
+    relief = np.minimum(A[:, places], 0.0).sum(axis=1)
+    cand = np.flatnonzero(~fixed & (relief < 0))
+    cand = cand[np.argsort(relief[cand], kind="stable")]
+    rows, _, proven = branch_and_bound(A[cand][:, places], A[:, places].sum(axis=0), d, protected_k(A[:, places], best), deadline)
+    if rows is None:
+        return best, proven
+    keep = np.ones(len(A), dtype=bool)
+    keep[cand[rows]] = False
+    return keep, proven
+
+
 def fast_budget(
-    A: np.ndarray, d: int, S_true: np.ndarray, fixed=None, solver: str = "HIGHS", time_limit: float = 60.0, warm: np.ndarray | None = None
+    A: np.ndarray,
+    d: int,
+    S_true: np.ndarray,
+    fixed=None,
+    solver: str = "HIGHS",
+    time_limit: float = 60.0,
+    warm: np.ndarray | None = None,
+    descend_places: int = DESCEND_PLACES,
 ) -> PruneResult:
-    """Exact maximum protected-k under a budget of ``d`` deletions (4) by descending search.
+    """Exact maximum protected-k under a budget of ``d`` deletions (4).
 
     With ``t = N - d`` (fewer deletions if fewer photos are free), only places whose
-    single-place cap ``c_j >= t`` (supplement B) can beat in any admissible mask, so their
-    count bounds the optimum from above; the local search of :func:`heuristic_budget`
-    from greedy-budget (and ``warm``) bounds it from below. For ``k`` from the upper bound
-    down, :func:`_check_level` decides "``t`` photos or more kept, ``k`` places beating"
-    with the surrogate filters first (refuted levels need no MILP) and lazy per-set
-    MILPs; the first feasible ``k`` is the optimum, and if none is, the heuristic is. A
-    time limit that cuts the search returns the best mask found as ``feasible`` (not
-    proven).
+    single-place cap ``c_j >= t`` (supplement B) can beat under an admissible mask: their
+    count bounds the optimum from above. The local search of :func:`heuristic_budget`
+    from keep-all, greedy-budget (``S_true`` is the true place's score column), ``warm``
+    and single-place deletion masks bounds it from below. Then two exact searches:
+
+    * few candidate places (at most ``descend_places``): the descending search over the
+      objective (:func:`_descend_budget`): the top-k surrogate filters in their "at least
+      ``t`` kept" form refute most levels without a MILP, the rest go to lazy per-set
+      MILPs; the first feasible ``k`` is the optimum;
+    * many (user albums: often over a hundred): branch and bound over deletion sets
+      (:func:`vispriv.plugins.album.budget_search.branch_and_bound`), whose per-place
+      bound needs no LP.
+
+    If the first search stops unproven (node or time limit), the other gets the time
+    left. A time limit that cuts both returns the best mask found as ``feasible``, never
+    ``optimal``.
     """
     fixed = keep_mask_or_none(fixed, len(A))
     start = time.perf_counter()
     deadline = start + time_limit
     d = min(int(d), int((~fixed).sum()))
-    t_min = len(A) - d
     c = caps(A, fixed)
-    upper = int(np.sum(c >= t_min))
     greedy = greedy_budget(np.column_stack([S_true, S_true]), 0, d, fixed).keep
     best = heuristic_budget(A, d, fixed, [np.ones(len(A), dtype=bool), greedy, warm])
-    proven = True
-    for k in range(upper, protected_k(A, best), -1):
-        if time.perf_counter() >= deadline:
-            proven = False
+    proven = protected_k(A, best) >= int(np.sum(c >= len(A) - d))
+    searches = [
+        lambda keep: _descend_budget(A, d, fixed, c, keep, solver, deadline),
+        lambda keep: _search_budget(A, d, fixed, c, keep, deadline),
+    ]
+    if np.sum(c >= len(A) - d) > descend_places:
+        searches.reverse()
+    for search in searches:
+        if proven or time.perf_counter() >= deadline:
             break
-        status, keep = _check_level(A, k, fixed, t_min, c, solver, deadline, at_least=True)
-        if status == "feasible":
-            best = keep
-            break
-        if status == "unknown":
-            proven = False
-            break
+        best, proven = search(best)
     return PruneResult(best, "optimal" if proven else "feasible", time.perf_counter() - start)
