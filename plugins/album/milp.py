@@ -31,7 +31,7 @@ import warnings
 import cvxpy as cp
 import numpy as np
 
-from vispriv.plugins.album.budget_search import branch_and_bound
+from vispriv.plugins.album.budget_search import branch_and_bound, conflict_groups
 from vispriv.plugins.album.pruning import PruneResult, caps, greedy_budget, keep_mask_or_none, protected_k
 from vispriv.plugins.album.solver import solver_options
 from vispriv.plugins.album.surrogate import (
@@ -402,19 +402,28 @@ def _descend_budget(A: np.ndarray, d: int, fixed: np.ndarray, c: np.ndarray, bes
 
 def _search_budget(A: np.ndarray, d: int, fixed: np.ndarray, c: np.ndarray, best: np.ndarray, deadline: float) -> tuple[np.ndarray, bool]:
     """Branch and bound over deletion sets (:mod:`vispriv.plugins.album.budget_search`) on the
-    open places (neither beating nor losing under every admissible mask)."""
+    open places (neither beating nor losing under every admissible mask), with the pair
+    conflicts of the surrogate test at ``N - d`` grouped into cliques for the bound."""
     t_min = len(A) - d
     J = np.flatnonzero(c >= t_min)
     places = J[worst_totals(A[:, J], fixed, t_min, at_least=True) < 0]
     relief = np.minimum(A[:, places], 0.0).sum(axis=1)
     cand = np.flatnonzero(~fixed & (relief < 0))
     cand = cand[np.argsort(relief[cand], kind="stable")]
-    rows, _, proven = branch_and_bound(A[cand][:, places], A[:, places].sum(axis=0), d, protected_k(A[:, places], best), deadline)
-    if rows is None:
-        return best, proven
-    keep = np.ones(len(A), dtype=bool)
-    keep[cand[rows]] = False
-    return keep, proven
+    groups = conflict_groups(pair_compatibility(A, fixed, places, t_min), len(places))
+
+    def keep_of(rows: np.ndarray) -> np.ndarray:
+        keep = np.ones(len(A), dtype=bool)
+        keep[cand[rows]] = False
+        return keep
+
+    def count(rows: np.ndarray) -> int:
+        return protected_k(A[:, places], keep_of(rows))
+
+    rows, _, proven = branch_and_bound(
+        A[cand][:, places], A[:, places].sum(axis=0), d, protected_k(A[:, places], best), deadline, groups=groups, count=count
+    )
+    return (best if rows is None else keep_of(rows)), proven
 
 
 def fast_budget(

@@ -7,9 +7,16 @@ import numpy as np
 import pytest
 
 from vispriv.plugins.album import milp
-from vispriv.plugins.album.budget_search import branch_and_bound
+from vispriv.plugins.album.budget_search import branch_and_bound, conflict_groups
 from vispriv.plugins.album.pruning import advantage, brute_force_budget, caps, protected_k
-from vispriv.plugins.album.surrogate import LP_TOLERANCE, best_totals, lp_bounds, surviving_cliques, worst_totals
+from vispriv.plugins.album.surrogate import (
+    LP_TOLERANCE,
+    best_totals,
+    lp_bounds,
+    pair_compatibility,
+    surviving_cliques,
+    worst_totals,
+)
 
 
 def _albums(n_albums: int, seed: int, integer: bool = False):
@@ -127,3 +134,35 @@ def test_at_least_totals_are_the_extremes_over_masks():
         totals = np.array([A[m].sum(axis=0) for m in masks if m.sum() >= T])
         assert np.allclose(best_totals(A, fixed, T, at_least=True), totals.max(axis=0))
         assert np.allclose(worst_totals(A, fixed, T, at_least=True), totals.min(axis=0))
+
+
+def test_conflict_groups_are_cliques_of_the_conflict_graph():
+    rng = np.random.default_rng(18)
+    conflict = rng.random((12, 12)) < 0.4
+    conflict = np.triu(conflict, 1)
+    conflict = conflict | conflict.T
+    labels = conflict_groups(~conflict, 12)
+    assert len(np.unique(labels)) < 12  # something was grouped
+    for g in np.unique(labels):
+        members = np.flatnonzero(labels == g)
+        assert all(conflict[a, b] for a in members for b in members if a != b)
+    assert np.array_equal(conflict_groups(None, 5), np.arange(5))
+
+
+def test_branch_and_bound_with_real_conflict_groups_equals_brute_force():
+    """Integer scores: deleting every photo leaves exact ties, which count as beating."""
+    for _, A, fixed, budget in [*_albums(30, 19), *_albums(30, 20, integer=True)]:
+        d = min(budget, int((~fixed).sum()))
+        T = len(A) - d
+        c = caps(A, fixed)
+        places = np.flatnonzero(c >= T)
+        cand = np.flatnonzero(~fixed)
+        groups = conflict_groups(pair_compatibility(A, fixed, places, T), len(places))
+
+        def exact(rows, cand=cand, places=places, A=A):
+            keep = np.ones(len(A), dtype=bool)
+            keep[cand[rows]] = False
+            return protected_k(A[:, places], keep)
+
+        _, count, proven = branch_and_bound(A[cand][:, places], A[:, places].sum(axis=0), d, -1, 1e18, groups=groups, count=exact)
+        assert proven and count == brute_force_budget(A, budget, fixed)
