@@ -16,8 +16,10 @@ Two formulations of each problem, both exact:
   MILP; the k-sets they cannot refute get one small MILP each, or, when there are many,
   one MILP over their places with big-Ms tightened to that cardinality, places that beat
   for every T-subset fixed, and pairwise conflict rows ``h_j + h_j' <= 1``. For (4) it
-  solves one model on the places with ``c_j >= N - d``, with cap rows and the same
-  conflict rows. Every row is implied by the original problem, so the optimum is exact.
+  searches the objective instead (:func:`fast_budget`): the same level check with "``N -
+  d`` photos or more kept" for k descending when few places can beat, or a branch and
+  bound over deletion sets (:mod:`vispriv.plugins.album.budget_search`) when many can.
+  Every row and bound is implied by the original problem, so the optimum is exact.
 
 The solver is any cvxpy MILP solver (``HIGHS`` by default); the time limit and a zero
 MIP gap are passed to HiGHS.
