@@ -16,8 +16,10 @@ Two formulations of each problem, both exact:
   MILP; the k-sets they cannot refute get one small MILP each, or, when there are many,
   one MILP over their places with big-Ms tightened to that cardinality, places that beat
   for every T-subset fixed, and pairwise conflict rows ``h_j + h_j' <= 1``. For (4) it
-  solves one model on the places with ``c_j >= N - d``, with cap rows and the same
-  conflict rows. Every row is implied by the original problem, so the optimum is exact.
+  searches the objective instead (:func:`fast_budget`): the same level check with "``N -
+  d`` photos or more kept" for k descending when few places can beat, or a branch and
+  bound over deletion sets (:mod:`vispriv.plugins.album.budget_search`) when many can.
+  Every row and bound is implied by the original problem, so the optimum is exact.
 
 The solver is any cvxpy MILP solver (``HIGHS`` by default); the time limit and a zero
 MIP gap are passed to HiGHS.
@@ -31,26 +33,32 @@ import warnings
 import cvxpy as cp
 import numpy as np
 
+from vispriv.plugins.album.budget_search import branch_and_bound, conflict_groups
 from vispriv.plugins.album.pruning import PruneResult, caps, greedy_budget, keep_mask_or_none, protected_k
+from vispriv.plugins.album.solver import solver_options
 from vispriv.plugins.album.surrogate import (
     LP_CHUNK,
     LP_TOLERANCE,
+    best_totals,
     lp_bounds,
     pair_compatibility,
     surviving_cliques,
     uniform_slack,
+    worst_totals,
 )
 
 #: The first this many surviving k-sets get one small MILP each; the rest share one union MILP.
 CLIQUE_MILP_LIMIT = 8
 #: At most this many k-sets go through the LP bound (solved in chunks, see lp_bounds).
 LP_SET_LIMIT = 4096
+#: The budget heuristic also starts from the deletion masks of this many single places.
+PLACE_STARTS = 8
+#: fast_budget runs the descending search first up to this many candidate places, else branch and bound.
+DESCEND_PLACES = 16
 
 def _solve(problem: cp.Problem, solver: str, time_limit: float) -> str:
     """Solve and map cvxpy's status to ``optimal`` / ``feasible`` / ``infeasible`` / ``unknown``."""
-    opts: dict = {}
-    if solver.upper() == "HIGHS":
-        opts = {"time_limit": max(float(time_limit), 0.01), "mip_rel_gap": 0.0, "threads": 1}
+    opts = solver_options(solver, time_limit)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
@@ -177,12 +185,19 @@ def heuristic_topk(A: np.ndarray, k: int, fixed: np.ndarray, extra: list[np.ndar
     return best
 
 
-def _union_model(Af: np.ndarray, base: np.ndarray, open_J: np.ndarray, bigm: np.ndarray, need: int, t_free: int, conflicts: list[tuple[int, int]]):
-    """Feasibility of "keep ``t_free`` free photos, ``need`` places of ``open_J`` beating"."""
+def _cardinality(z: cp.Variable, t_free: int, at_least: bool):
+    """``sum z = t_free`` (top-k levels) or ``sum z >= t_free`` (deletion budget)."""
+    return cp.sum(z) >= t_free if at_least else cp.sum(z) == t_free
+
+
+def _union_model(
+    Af: np.ndarray, base: np.ndarray, open_J: np.ndarray, bigm: np.ndarray, need: int, t_free: int, conflicts: list[tuple[int, int]], at_least: bool
+):
+    """Feasibility of "keep ``t_free`` free photos (or more), ``need`` places of ``open_J`` beating"."""
     z = cp.Variable(len(Af), boolean=True)
     h = cp.Variable(len(open_J), boolean=True)
     cons = [
-        cp.sum(z) == t_free,
+        _cardinality(z, t_free, at_least),
         Af[:, open_J].T @ z + base[open_J] >= -cp.multiply(bigm, 1 - h),
         cp.sum(h) >= need,
     ]
@@ -192,22 +207,26 @@ def _union_model(Af: np.ndarray, base: np.ndarray, open_J: np.ndarray, bigm: np.
     return cp.Problem(cp.Maximize(0), cons), z
 
 
-def _clique_model(Af: np.ndarray, base: np.ndarray, places: np.ndarray, t_free: int):
-    """Feasibility of "keep ``t_free`` free photos with every place of ``places`` beating"."""
+def _clique_model(Af: np.ndarray, base: np.ndarray, places: np.ndarray, t_free: int, at_least: bool):
+    """Feasibility of "keep ``t_free`` free photos (or more) with every place of ``places`` beating"."""
     z = cp.Variable(len(Af), boolean=True)
-    cons = [cp.sum(z) == t_free, Af[:, places].T @ z + base[places] >= 0]
+    cons = [_cardinality(z, t_free, at_least), Af[:, places].T @ z + base[places] >= 0]
     return cp.Problem(cp.Maximize(0), cons), z
 
 
-def _check_level(A: np.ndarray, k: int, fixed: np.ndarray, T: int, c: np.ndarray, solver: str, deadline: float) -> tuple[str, np.ndarray | None]:
-    """Is there a keep mask with exactly ``T`` photos and ``k`` places beating the true one?
+def _check_level(
+    A: np.ndarray, k: int, fixed: np.ndarray, T: int, c: np.ndarray, solver: str, deadline: float, at_least: bool = False
+) -> tuple[str, np.ndarray | None]:
+    """Is there a keep mask with exactly ``T`` photos (``T`` or more with ``at_least``) and
+    ``k`` places beating the true one?
 
     Returns ``("feasible", keep)``, ``("infeasible", None)`` (proven) or ``("unknown", None)``
     (time limit or solver failure). The surrogate filters of :mod:`vispriv.plugins.album.surrogate`
     run first (the LP bound for at most :data:`LP_SET_LIMIT` sets); only sets of places
     they cannot refute reach a MILP: one small MILP for each of the first
     :data:`CLIQUE_MILP_LIMIT` (most promising first, see :func:`_unrefuted_sets`), then one
-    MILP over the union of the remaining sets' places.
+    MILP over the union of the remaining sets' places. Top-k (3) asks with ``T`` exact,
+    the deletion budget (4) with ``T = N - d`` and ``at_least``.
     """
     free = np.flatnonzero(~fixed)
     n_fixed = len(A) - len(free)
@@ -217,66 +236,72 @@ def _check_level(A: np.ndarray, k: int, fixed: np.ndarray, T: int, c: np.ndarray
     t_free = T - n_fixed
     base = A[fixed].sum(axis=0)
     Af = A[free]
-    worst = base[J] + np.sort(Af[:, J], axis=0)[:t_free].sum(axis=0)
+    worst = worst_totals(A[:, J], fixed, T, at_least)
     always = worst >= 0
     if always.sum() >= k:
         keep = fixed.copy()
         keep[free[:t_free]] = True
         return "feasible", keep
 
+    def run(model: tuple) -> tuple[str, np.ndarray | None]:
+        return _run_model(model, A, k, fixed, free, T, solver, deadline, at_least)
+
     def union(places: np.ndarray):
         pos = np.searchsorted(J, places)
         is_open = ~always[pos]
         open_J = places[is_open]
         conflicts = _pair_conflicts(A, fixed, open_J, T)
-        return _union_model(Af, base, open_J, -worst[pos][is_open], k - int(always[pos].sum()), t_free, conflicts)
+        return _union_model(Af, base, open_J, -worst[pos][is_open], k - int(always[pos].sum()), t_free, conflicts, at_least)
 
     cliques = surviving_cliques(A, fixed, J, T, k)
     if cliques is None:
-        return _run_model(union(J), A, k, fixed, free, T, solver, deadline)
+        return run(union(J))
     rest: list[np.ndarray] = []
     tried = 0
-    for K in _unrefuted_sets(A, fixed, J, cliques, T, solver):
+    for K in _unrefuted_sets(A, fixed, J, cliques, T, solver, at_least):
         if tried == CLIQUE_MILP_LIMIT:
             rest.append(K)
             continue
         tried += 1
-        status, keep = _run_model(_clique_model(Af, base, J[K], t_free), A, k, fixed, free, T, solver, deadline)
+        status, keep = run(_clique_model(Af, base, J[K], t_free, at_least))
         if status != "infeasible":
             return status, keep
     if not rest:
         return "infeasible", None
     # Any solution's beating set has a k-subset among the sets not refuted so far.
-    return _run_model(union(J[np.unique(np.concatenate(rest))]), A, k, fixed, free, T, solver, deadline)
+    return run(union(J[np.unique(np.concatenate(rest))]))
 
 
-def _unrefuted_sets(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: list[np.ndarray], T: int, solver: str):
+def _unrefuted_sets(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: list[np.ndarray], T: int, solver: str, at_least: bool):
     """Surviving k-sets that the LP bound cannot refute, most promising first, lazily.
 
     Sets are ordered by the slack of their uniform average (its best top-``T`` total) and
     bounded by the LP in chunks of :data:`vispriv.plugins.album.surrogate.LP_CHUNK`; within a chunk
     the best LP bound comes first. Beyond :data:`LP_SET_LIMIT` sets the LP is skipped.
     """
-    order = np.argsort(-uniform_slack(A, fixed, J, cliques, T), kind="stable")
+    order = np.argsort(-uniform_slack(A, fixed, J, cliques, T, at_least), kind="stable")
     cliques = [cliques[i] for i in order]
     if len(cliques) > LP_SET_LIMIT:
         yield from cliques
         return
     for start in range(0, len(cliques), LP_CHUNK):
         chunk = cliques[start : start + LP_CHUNK]
-        bounds = lp_bounds(A, fixed, J, chunk, T, solver)
+        bounds = lp_bounds(A, fixed, J, chunk, T, solver, at_least)
         for i in np.argsort(-bounds, kind="stable"):
             if bounds[i] >= -LP_TOLERANCE:
                 yield chunk[i]
 
 
-def _run_model(model: tuple, A: np.ndarray, k: int, fixed: np.ndarray, free: np.ndarray, T: int, solver: str, deadline: float) -> tuple[str, np.ndarray | None]:
+def _run_model(
+    model: tuple, A: np.ndarray, k: int, fixed: np.ndarray, free: np.ndarray, T: int, solver: str, deadline: float, at_least: bool = False
+) -> tuple[str, np.ndarray | None]:
     """Solve one feasibility model: a verified solution, ``infeasible``, or ``unknown``."""
     problem, z = model
     status = _solve(problem, solver, deadline - time.perf_counter())
     if status == "optimal":
         keep = _keep_from(z, fixed, free)
-        if keep.sum() == T and protected_k(A, keep) >= k:
+        kept_ok = keep.sum() >= T if at_least else keep.sum() == T
+        if kept_ok and protected_k(A, keep) >= k:
             return "feasible", keep
         return "unknown", None
     return ("infeasible", None) if status == "infeasible" else ("unknown", None)
@@ -309,42 +334,146 @@ def fast_topk(A: np.ndarray, k: int, fixed=None, solver: str = "HIGHS", time_lim
     return PruneResult(best, "optimal" if proven else "feasible", seconds)
 
 
-def fast_budget(A: np.ndarray, d: int, S_true: np.ndarray, fixed=None, solver: str = "HIGHS", time_limit: float = 60.0) -> PruneResult:
-    """Exact maximum protected-k under a budget of ``d`` deletions (4) on the candidate places."""
+def _place_starts(A: np.ndarray, d: int, fixed: np.ndarray, n_starts: int = PLACE_STARTS) -> list[np.ndarray]:
+    """For the places closest to beating (best total after ``d`` deletions), the mask that
+    deletes the ``d`` free photos most against each of them (supplement B's order)."""
+    free = np.flatnonzero(~fixed)
+    if len(free) == 0 or d == 0:
+        return []
+    slack = best_totals(A, fixed, len(A) - d, at_least=True)
+    starts = []
+    for j in np.argsort(-slack, kind="stable")[:n_starts]:
+        keep = np.ones(len(A), dtype=bool)
+        keep[free[np.argsort(A[free, j], kind="stable")[:d]]] = False
+        starts.append(keep)
+    return starts
+
+
+def heuristic_budget(A: np.ndarray, d: int, fixed: np.ndarray, starts: list[np.ndarray], max_moves: int = 200) -> np.ndarray:
+    """Best keep mask (at most ``d`` deletions) by steepest-ascent local search on protected-k.
+
+    From each start mask (those over the budget or deleting a fixed photo are skipped),
+    the best of all single moves -- delete one more photo, restore one, or swap a deleted
+    photo for a kept one -- is taken while it strictly raises the number of beating
+    places. Only a lower bound for :func:`fast_budget`; the exact search proves the rest.
+    """
+    best = np.ones(len(A), dtype=bool)
+    for begin in [*starts, *_place_starts(A, d, fixed)]:
+        if begin is None or (~begin).sum() > d or np.any(fixed & ~begin):
+            continue
+        keep = begin.copy()
+        for _ in range(max_moves):
+            totals = A[keep].sum(axis=0)
+            score = int(np.sum(totals >= 0))
+            kept = np.flatnonzero(keep & ~fixed)
+            gone = np.flatnonzero(~keep)
+            moves: list[tuple[int, list[int]]] = []
+            if len(gone) < d and len(kept):
+                delete = np.sum(totals[None, :] - A[kept] >= 0, axis=1)
+                moves.append((int(delete.max()), [int(kept[np.argmax(delete)])]))
+            if len(gone):
+                restore = np.sum(totals[None, :] + A[gone] >= 0, axis=1)
+                moves.append((int(restore.max()), [int(gone[np.argmax(restore)])]))
+                if len(kept):
+                    swap = np.sum(totals[None, None, :] - A[kept][:, None, :] + A[gone][None, :, :] >= 0, axis=2)
+                    a, b = np.unravel_index(np.argmax(swap), swap.shape)
+                    moves.append((int(swap[a, b]), [int(kept[a]), int(gone[b])]))
+            value, flip = max(moves, key=lambda m: m[0], default=(score, []))
+            if value <= score:
+                break
+            keep[flip] = ~keep[flip]
+        if protected_k(A, keep) > protected_k(A, best):
+            best = keep
+    return best
+
+
+def _descend_budget(A: np.ndarray, d: int, fixed: np.ndarray, c: np.ndarray, best: np.ndarray, solver: str, deadline: float) -> tuple[np.ndarray, bool]:
+    """Descending search over the objective: for ``k`` from the number of places with
+    ``c_j >= N - d`` down, "``N - d`` photos or more kept, ``k`` places beating"."""
+    t_min = len(A) - d
+    for k in range(int(np.sum(c >= t_min)), protected_k(A, best), -1):
+        if time.perf_counter() >= deadline:
+            return best, False
+        status, keep = _check_level(A, k, fixed, t_min, c, solver, deadline, at_least=True)
+        if status == "feasible":
+            return keep, True
+        if status == "unknown":
+            return best, False
+    return best, True
+
+
+def _search_budget(A: np.ndarray, d: int, fixed: np.ndarray, c: np.ndarray, best: np.ndarray, deadline: float) -> tuple[np.ndarray, bool]:
+    """Branch and bound over deletion sets (:mod:`vispriv.plugins.album.budget_search`) on the
+    open places (neither beating nor losing under every admissible mask), with the pair
+    conflicts of the surrogate test at ``N - d`` grouped into cliques for the bound."""
+    t_min = len(A) - d
+    J = np.flatnonzero(c >= t_min)
+    places = J[worst_totals(A[:, J], fixed, t_min, at_least=True) < 0]
+    relief = np.minimum(A[:, places], 0.0).sum(axis=1)
+    cand = np.flatnonzero(~fixed & (relief < 0))
+    cand = cand[np.argsort(relief[cand], kind="stable")]
+    groups = conflict_groups(pair_compatibility(A, fixed, places, t_min), len(places))
+
+    def keep_of(rows: np.ndarray) -> np.ndarray:
+        keep = np.ones(len(A), dtype=bool)
+        keep[cand[rows]] = False
+        return keep
+
+    def count(rows: np.ndarray) -> int:
+        return protected_k(A[:, places], keep_of(rows))
+
+    rows, _, proven = branch_and_bound(
+        A[cand][:, places], A[:, places].sum(axis=0), d, protected_k(A[:, places], best), deadline, groups=groups, count=count
+    )
+    return (best if rows is None else keep_of(rows)), proven
+
+
+def fast_budget(
+    A: np.ndarray,
+    d: int,
+    S_true: np.ndarray,
+    fixed=None,
+    solver: str = "HIGHS",
+    time_limit: float = 60.0,
+    warm: np.ndarray | None = None,
+    descend_places: int = DESCEND_PLACES,
+) -> PruneResult:
+    """Exact maximum protected-k under a budget of ``d`` deletions (4).
+
+    With ``t = N - d`` (fewer deletions if fewer photos are free), only places whose
+    single-place cap ``c_j >= t`` (supplement B) can beat under an admissible mask: their
+    count bounds the optimum from above. The local search of :func:`heuristic_budget`
+    from keep-all, greedy-budget (``S_true`` is the true place's score column), ``warm``
+    and single-place deletion masks bounds it from below. Then two exact searches:
+
+    * few candidate places (at most ``descend_places``): the descending search over the
+      objective (:func:`_descend_budget`): the top-k surrogate filters in their "at least
+      ``t`` kept" form refute most levels without a MILP, the rest go to lazy per-set
+      MILPs; the first feasible ``k`` is the optimum;
+    * many (user albums: often over a hundred): branch and bound over deletion sets
+      (:func:`vispriv.plugins.album.budget_search.branch_and_bound`), whose per-place
+      bound needs no LP.
+
+    If the first search stops unproven (node or time limit), the other gets the time
+    left. A time limit that cuts both returns the best mask found as ``feasible``, never
+    ``optimal``.
+    """
     fixed = keep_mask_or_none(fixed, len(A))
     start = time.perf_counter()
-    free = np.flatnonzero(~fixed)
-    d = min(d, len(free))
-    t_min = len(A) - d
+    deadline = start + time_limit
+    d = min(int(d), int((~fixed).sum()))
     c = caps(A, fixed)
-    J = np.flatnonzero(c >= t_min)
     greedy = greedy_budget(np.column_stack([S_true, S_true]), 0, d, fixed).keep
-    best = greedy if protected_k(A, greedy) >= protected_k(A, np.ones(len(A), bool)) else np.ones(len(A), bool)
-    if len(J) == 0 or protected_k(A, best) >= len(J):
-        return PruneResult(best, "optimal", time.perf_counter() - start)
-    base = A[fixed].sum(axis=0)
-    Af = A[free]
-    top_pos = np.clip(np.sort(Af[:, J], axis=0)[::-1][:d], 0, None).sum(axis=0)
-    worst = base[J] + Af[:, J].sum(axis=0) - top_pos
-    always = worst >= 0
-    open_J = J[~always]
-    z = cp.Variable(len(free), boolean=True)
-    h = cp.Variable(len(open_J), boolean=True)
-    n_fixed = int(fixed.sum())
-    cons = [
-        cp.sum(1 - z) <= d,
-        Af[:, open_J].T @ z + base[open_J] >= -cp.multiply(-worst[~always], 1 - h),
-        cp.sum(z) + n_fixed <= c[open_J] + len(A) * (1 - h),
+    best = heuristic_budget(A, d, fixed, [np.ones(len(A), dtype=bool), greedy, warm])
+    proven = protected_k(A, best) >= int(np.sum(c >= len(A) - d))
+    searches = [
+        lambda keep: _descend_budget(A, d, fixed, c, keep, solver, deadline),
+        lambda keep: _search_budget(A, d, fixed, c, keep, deadline),
     ]
-    conflicts = _pair_conflicts(A, fixed, open_J, t_min)
-    if conflicts:
-        a, b = np.array(conflicts).T
-        cons.append(h[a] + h[b] <= 1)
-    problem = cp.Problem(cp.Maximize(cp.sum(h)), cons)
-    status = _solve(problem, solver, time_limit)
-    if status in ("optimal", "feasible"):
-        keep = _keep_from(z, fixed, free)
-        if (~keep).sum() <= d and protected_k(A, keep) > protected_k(A, best):
-            best = keep
-    final = "optimal" if status == "optimal" else "feasible"
-    return PruneResult(best, final, time.perf_counter() - start)
+    if np.sum(c >= len(A) - d) > descend_places:
+        searches.reverse()
+    for search in searches:
+        if proven or time.perf_counter() >= deadline:
+            break
+        best, proven = search(best)
+    return PruneResult(best, "optimal" if proven else "feasible", time.perf_counter() - start)

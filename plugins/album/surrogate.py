@@ -8,8 +8,13 @@ non-negative totals. Hence the exact single-place cap of the surrogate column ``
 some surrogate has a cap below ``T`` can never be part of the beating set of a solution
 that keeps ``T`` photos.
 
-This module turns that into three filters used by the exact top-k solver
-(:func:`vispriv.plugins.album.milp.fast_topk`):
+The same holds for "at least ``T`` photos kept" (the deletion budget of problem 4, ``T =
+N - d``): a set beating under a mask keeping ``T' >= T`` photos has surrogate caps ``>= T'
+>= T``. The caps tests are therefore shared; the LP bound and the slack take
+``at_least=True`` (``sum z >= T`` instead of ``sum z = T``).
+
+This module turns that into three filters used by the exact solvers
+(:func:`vispriv.plugins.album.milp.fast_topk`, :func:`vispriv.plugins.album.milp.fast_budget`):
 
 * :func:`pair_compatibility` -- pairs ``(j, j')`` ruled out by ``w`` in
   :data:`PAIR_WEIGHTS` (the "conflict rows" ``h_j + h_j' <= 1``);
@@ -36,6 +41,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from vispriv.plugins.album.pruning import caps
+from vispriv.plugins.album.solver import solver_options
 
 PAIR_WEIGHTS: tuple[float, ...] = (0.25, 0.5, 0.75)
 PAIR_LIMIT = 400
@@ -99,36 +105,56 @@ def surviving_cliques(
     return found
 
 
-def best_totals(columns: np.ndarray, fixed: np.ndarray, T: int) -> np.ndarray:
+def best_totals(columns: np.ndarray, fixed: np.ndarray, T: int, at_least: bool = False) -> np.ndarray:
     """Per column of ``columns`` (N, P): its largest total over keep masks with ``T`` photos
-    kept, the fixed ones included (the fixed rows plus the ``T - n_fixed`` largest others)."""
+    kept, the fixed ones included (the fixed rows plus the ``T - n_fixed`` largest others).
+
+    With ``at_least``, over masks keeping ``T`` photos or more: the positive free entries
+    beyond the ``T - n_fixed`` largest are added too.
+    """
     t_free = max(T - int(fixed.sum()), 0)
-    top = np.sort(columns[~fixed], axis=0)[::-1][:t_free].sum(axis=0)
+    ordered = np.sort(columns[~fixed], axis=0)[::-1]
+    top = ordered[:t_free].sum(axis=0)
+    if at_least:
+        top = top + np.clip(ordered[t_free:], 0, None).sum(axis=0)
     return columns[fixed].sum(axis=0) + top
 
 
-def uniform_slack(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: list[np.ndarray], T: int) -> np.ndarray:
-    """Per set, the best total of its uniform average ``mean(A_K)`` with ``T`` photos kept."""
+def worst_totals(columns: np.ndarray, fixed: np.ndarray, T: int, at_least: bool = False) -> np.ndarray:
+    """Per column: its smallest total over the same keep masks as :func:`best_totals`.
+
+    A column with a non-negative worst total beats the true place under every such mask.
+    """
+    return -best_totals(-columns, fixed, T, at_least)
+
+
+def uniform_slack(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: list[np.ndarray], T: int, at_least: bool = False) -> np.ndarray:
+    """Per set, the best total of its uniform average ``mean(A_K)`` with ``T`` photos kept
+    (``T`` or more with ``at_least``)."""
     if not cliques:
         return np.zeros(0)
-    return best_totals(A[:, J[np.stack(cliques)]].mean(axis=2), fixed, T)
+    return best_totals(A[:, J[np.stack(cliques)]].mean(axis=2), fixed, T, at_least)
 
 
-def lp_bounds(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: list[np.ndarray], T: int, solver: str = "HIGHS") -> np.ndarray:
-    """Per set, an upper bound on how much its weakest place can lead with ``T`` photos kept.
+def lp_bounds(
+    A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: list[np.ndarray], T: int, solver: str = "HIGHS", at_least: bool = False
+) -> np.ndarray:
+    """Per set, an upper bound on how much its weakest place can lead with ``T`` photos kept
+    (``T`` or more with ``at_least``).
 
     A value below ``-LP_TOLERANCE`` certifies that the set cannot all beat the true place.
 
     Solves ``min_w  base_K w + sum_largest(A_free,K w, T - n_fixed)`` over the simplex for
     each set through cvxpy, :data:`LP_CHUNK` sets per LP (the sets are independent blocks,
     so the joint optimum is each set's optimum; cvxpy's compile time grows faster than
-    linearly with the block count), then re-evaluates each ``w`` exactly.
+    linearly with the block count), then re-evaluates each ``w`` exactly. With ``at_least``
+    the cardinality row is ``sum z >= T - n_fixed``, whose dual ``u`` is non-positive.
     """
-    bounds = [_lp_chunk(A, fixed, J, cliques[i : i + LP_CHUNK], T, solver) for i in range(0, len(cliques), LP_CHUNK)]
+    bounds = [_lp_chunk(A, fixed, J, cliques[i : i + LP_CHUNK], T, solver, at_least) for i in range(0, len(cliques), LP_CHUNK)]
     return np.concatenate(bounds) if bounds else np.zeros(0)
 
 
-def _lp_chunk(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: list[np.ndarray], T: int, solver: str) -> np.ndarray:
+def _lp_chunk(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: list[np.ndarray], T: int, solver: str, at_least: bool) -> np.ndarray:
     """:func:`lp_bounds` for one chunk of sets (one LP)."""
     unbounded = np.full(len(cliques), np.inf)
     t_free = T - int(fixed.sum())
@@ -140,7 +166,7 @@ def _lp_chunk(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: list[np.
     blocks = [A[free][:, J[K]] for K in cliques]
     base = np.concatenate([A[fixed][:, J[K]].sum(axis=0) for K in cliques])
     w = cp.Variable(len(cliques) * k, nonneg=True)
-    u = cp.Variable(len(cliques))
+    u = cp.Variable(len(cliques), nonpos=at_least)
     s = cp.Variable(len(cliques) * n_free, nonneg=True)
     x = sp.block_diag(blocks, format="csr") @ w
     repeat = sp.kron(sp.eye(len(cliques)), np.ones((n_free, 1)), format="csr")
@@ -152,7 +178,7 @@ def _lp_chunk(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: list[np.
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            problem.solve(solver=solver)
+            problem.solve(solver=solver, **solver_options(solver))
     except cp.error.SolverError:
         return unbounded
     if w.value is None:
@@ -160,4 +186,4 @@ def _lp_chunk(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: list[np.
     W = np.clip(np.asarray(w.value).reshape(len(cliques), k), 0.0, None)
     W = W / np.maximum(W.sum(axis=1, keepdims=True), 1e-300)
     surrogates = np.einsum("nck,ck->nc", A[:, J[np.stack(cliques)]], W)
-    return best_totals(surrogates, fixed, T)
+    return best_totals(surrogates, fixed, T, at_least)

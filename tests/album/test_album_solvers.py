@@ -1,5 +1,8 @@
 """Pruning algorithms against brute force and the paper's hand constructions."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -132,3 +135,20 @@ def test_bad_input_is_rejected():
         check_scores(np.array([[0.0, -np.inf], [0.0, 0.0]]), 0)
     with pytest.raises(ConfigError, match="k=4"):
         check_k(4, 4)
+
+
+def test_milp_after_an_lp_bound_in_a_fresh_process():
+    """HiGHS keeps one thread scheduler per process: an LP bound solved before any MILP
+    (as the surrogate filters do) used to make every later ``threads=1`` MILP fail, so the
+    budget search reported ``feasible`` (not proven) on an album it could prove."""
+    code = (
+        "import numpy as np, cvxpy as cp\n"
+        "from vispriv.plugins.album import milp\n"
+        "from vispriv.plugins.album.surrogate import lp_bounds\n"
+        "A = np.random.default_rng(0).normal(0, 1, (8, 5))\n"
+        "lp_bounds(A, np.zeros(8, bool), np.arange(5), [np.array([0, 1])], 4)\n"
+        "z = cp.Variable(3, boolean=True)\n"
+        "print(milp._solve(cp.Problem(cp.Maximize(cp.sum(z)), [cp.sum(z) <= 2]), 'HIGHS', 10))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip().splitlines()[-1] == "optimal"

@@ -1,0 +1,168 @@
+"""The exact deletion-budget solver (problem 4) against brute force: margins, user keeps, ties,
+both exact searches, and time limits that cut the search."""
+
+from itertools import product
+
+import numpy as np
+import pytest
+
+from vispriv.plugins.album import milp
+from vispriv.plugins.album.budget_search import branch_and_bound, conflict_groups
+from vispriv.plugins.album.pruning import advantage, brute_force_budget, caps, protected_k
+from vispriv.plugins.album.surrogate import (
+    LP_TOLERANCE,
+    best_totals,
+    lp_bounds,
+    pair_compatibility,
+    surviving_cliques,
+    worst_totals,
+)
+
+
+def _albums(n_albums: int, seed: int, integer: bool = False):
+    """Small random albums; ``integer`` scores make exact ties (a total of 0) common."""
+    rng = np.random.default_rng(seed)
+    for trial in range(n_albums):
+        n, m = int(rng.integers(3, 10)), int(rng.integers(3, 9))
+        S = rng.integers(-2, 3, (n, m)).astype(float) if integer else rng.normal(0, 2, (n, m))
+        S[:, 0] += 1.0
+        theta = 0.0 if integer else float(rng.choice([0.0, 0.3]))
+        fixed = rng.random(n) < 0.3 if trial % 2 == 0 else np.zeros(n, bool)
+        yield S, advantage(S, 0, theta)[0], fixed, int(rng.integers(0, n + 1))
+
+
+def _check(result, A, d, fixed):
+    assert result.status == "optimal"
+    assert (~result.keep).sum() <= d
+    assert result.keep[fixed].all()
+    assert protected_k(A, result.keep) == brute_force_budget(A, d, fixed)
+
+
+@pytest.mark.parametrize("descend_places", [0, 1000], ids=["branch-and-bound-first", "descending-first"])
+def test_fast_budget_equals_brute_force(descend_places):
+    for S, A, fixed, d in _albums(40, 11):
+        _check(milp.fast_budget(A, d, S[:, 0], fixed, descend_places=descend_places), A, d, fixed)
+
+
+def test_fast_budget_counts_ties_as_beating():
+    ties = 0
+    for S, A, fixed, d in _albums(40, 12, integer=True):
+        result = milp.fast_budget(A, d, S[:, 0], fixed)
+        _check(result, A, d, fixed)
+        ties += int(np.sum(A[result.keep].sum(axis=0) == 0))
+    assert ties > 0  # some optimum counts a place whose total is exactly the true place's
+
+
+def test_descending_search_alone_equals_brute_force():
+    """The descending search on its own (no branch and bound, no heuristic) proves every optimum."""
+    for _, A, fixed, d in _albums(30, 13):
+        c = caps(A, fixed)
+        free_d = min(d, int((~fixed).sum()))
+        best, proven = milp._descend_budget(A, free_d, fixed, c, np.ones(len(A), bool), "HIGHS", 1e18)
+        assert proven and protected_k(A, best) == brute_force_budget(A, d, fixed)
+
+
+def test_branch_and_bound_equals_brute_force_and_stops_unproven():
+    rng = np.random.default_rng(14)
+    for _ in range(30):
+        n, m, d = int(rng.integers(2, 9)), int(rng.integers(1, 8)), int(rng.integers(1, 5))
+        B = rng.normal(0, 1, (n, m))
+        tot = B.sum(axis=0)
+        expected = max(
+            int(np.sum(tot - B[np.array(bits)].sum(axis=0) >= 0))
+            for bits in product((False, True), repeat=n)
+            if sum(bits) <= d
+        )
+        start = int(np.sum(tot >= 0))
+        rows, count, proven = branch_and_bound(B, tot, d, start, 1e18)
+        assert proven and count == expected
+        if rows is not None:
+            assert len(rows) <= d and int(np.sum(tot - B[rows].sum(axis=0) >= 0)) == count
+    _, _, proven = branch_and_bound(rng.normal(0, 1, (12, 6)), rng.normal(-1, 1, 6), 4, 0, 1e18, node_limit=1)
+    assert not proven
+
+
+def test_time_limit_that_cuts_the_search_is_not_proven():
+    """An album whose optimum needs the exact search: a tiny time limit must not claim optimality."""
+    rng = np.random.default_rng(15)
+    cut = 0
+    for _ in range(20):
+        S = rng.normal(0, 2, (24, 60))
+        S[:, 0] += 1.0
+        A = advantage(S, 0)[0]
+        result = milp.fast_budget(A, 6, S[:, 0], time_limit=1e-4)
+        assert (~result.keep).sum() <= 6
+        full = milp.fast_budget(A, 6, S[:, 0])
+        assert full.status == "optimal"
+        if result.status == "optimal":
+            assert protected_k(A, result.keep) == protected_k(A, full.keep)
+        else:
+            assert result.status == "feasible"
+            cut += 1
+    assert cut > 0
+
+
+def test_at_least_filters_keep_every_real_beating_set():
+    """The budget's "T or more kept" filters never refute a set that beats under such a mask."""
+    checked = 0
+    for _, A, fixed, _ in _albums(25, 16):
+        k = 2
+        c = caps(A, fixed)
+        for T in range(int(fixed.sum()), len(A) + 1):
+            J = np.flatnonzero(c >= T)
+            cliques = surviving_cliques(A, fixed, J, T, k)
+            bounds = {tuple(J[K].tolist()): b for K, b in zip(cliques, lp_bounds(A, fixed, J, cliques, T, at_least=True))}
+            for bits in product((False, True), repeat=len(A)):
+                keep = np.array(bits)
+                if keep.sum() < T or np.any(fixed & ~keep):
+                    continue
+                beating = np.flatnonzero(A[keep].sum(axis=0) >= 0)
+                for a in range(len(beating)):
+                    for b in range(a + 1, len(beating)):
+                        checked += 1
+                        assert bounds[(int(beating[a]), int(beating[b]))] >= -LP_TOLERANCE
+    assert checked > 100
+
+
+def test_at_least_totals_are_the_extremes_over_masks():
+    rng = np.random.default_rng(17)
+    A = rng.normal(0, 1, (7, 4))
+    fixed = np.zeros(7, bool)
+    fixed[1] = True
+    masks = [np.array(b) for b in product((False, True), repeat=7) if b[1]]
+    for T in range(1, 8):
+        totals = np.array([A[m].sum(axis=0) for m in masks if m.sum() >= T])
+        assert np.allclose(best_totals(A, fixed, T, at_least=True), totals.max(axis=0))
+        assert np.allclose(worst_totals(A, fixed, T, at_least=True), totals.min(axis=0))
+
+
+def test_conflict_groups_are_cliques_of_the_conflict_graph():
+    rng = np.random.default_rng(18)
+    conflict = rng.random((12, 12)) < 0.4
+    conflict = np.triu(conflict, 1)
+    conflict = conflict | conflict.T
+    labels = conflict_groups(~conflict, 12)
+    assert len(np.unique(labels)) < 12  # something was grouped
+    for g in np.unique(labels):
+        members = np.flatnonzero(labels == g)
+        assert all(conflict[a, b] for a in members for b in members if a != b)
+    assert np.array_equal(conflict_groups(None, 5), np.arange(5))
+
+
+def test_branch_and_bound_with_real_conflict_groups_equals_brute_force():
+    """Integer scores: deleting every photo leaves exact ties, which count as beating."""
+    for _, A, fixed, budget in [*_albums(30, 19), *_albums(30, 20, integer=True)]:
+        d = min(budget, int((~fixed).sum()))
+        T = len(A) - d
+        c = caps(A, fixed)
+        places = np.flatnonzero(c >= T)
+        cand = np.flatnonzero(~fixed)
+        groups = conflict_groups(pair_compatibility(A, fixed, places, T), len(places))
+
+        def exact(rows, cand=cand, places=places, A=A):
+            keep = np.ones(len(A), dtype=bool)
+            keep[cand[rows]] = False
+            return protected_k(A[:, places], keep)
+
+        _, count, proven = branch_and_bound(A[cand][:, places], A[:, places].sum(axis=0), d, -1, 1e18, groups=groups, count=exact)
+        assert proven and count == brute_force_budget(A, budget, fixed)
