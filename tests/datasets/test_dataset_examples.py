@@ -36,3 +36,25 @@ def test_example_runs_on_a_fixture_in_the_native_layout(tmp_path, example, plugi
     assert run.returncode == 0, run.stderr[-3000:]
     assert f"{cells} cells finished, 0 failed" in run.stdout, run.stdout[-2000:]
     assert (tmp_path / "mlflow.db").is_file()
+
+
+def test_a_reader_without_root_is_one_line():
+    """Every reader's config has defaults (the matrix labels cells by their overrides), so a missing root is caught at load."""
+    from vispriv.harness import Cache, CellContext
+    from vispriv.harness.errors import ConfigError
+    from vispriv.plugins.album.photos import AlbumPhotos
+    from vispriv.plugins.descriptor_release.hpatches import HPatches
+    from vispriv.plugins.descriptor_release.scene_trees import SceneTrees
+    from vispriv.plugins.federated.face_folders import FaceFolders
+
+    ctx = CellContext(cache=Cache(None))
+    cases = [
+        (HPatches, "dataset hpatches needs root: the path of hpatches-sequences-release/"),
+        (SceneTrees, "dataset scene-trees needs root: the path of a tree of scene folders (e.g. MegaDepth_v1/)"),
+        (AlbumPhotos, "dataset album-photos needs root: the path of a folder of JPEGs with EXIF GPS"),
+        (FaceFolders, "dataset face-folders needs root: the path of the LFW folder or the CelebA root"),
+    ]
+    for cls, message in cases:
+        with pytest.raises(ConfigError) as err:
+            cls(cls.Config()).load(ctx)
+        assert str(err.value) == message
