@@ -37,7 +37,7 @@ from pydantic import Field
 
 from vispriv.harness import CellContext
 from vispriv.harness.data.image_folder import list_images
-from vispriv.harness.errors import InputError
+from vispriv.harness.errors import ConfigError, InputError
 from vispriv.harness.hashing import stable_hash
 from vispriv.plugins.album.data import split_indices
 from vispriv.plugins.album.dataset import AlbumWorld
@@ -150,7 +150,7 @@ class AlbumPhotos(AlbumWorld):
 
     class Config(AlbumWorld.Config):
         source: Literal["photos"] = "photos"
-        root: str = Field(description="folder of JPEGs with EXIF GPS: <root>/<owner>/.../*.jpg")
+        root: str = Field("", description="folder of JPEGs with EXIF GPS: <root>/<owner>/.../*.jpg; required")
         features: Literal["handcrafted", "network"] = Field(
             "handcrafted", description="handcrafted (CPU default) or a CNN trained from scratch on the training photos"
         )
@@ -165,6 +165,8 @@ class AlbumPhotos(AlbumWorld):
 
     def real_photos(self, ctx: CellContext) -> tuple[Manifest, object]:
         cfg = self.config
+        if not cfg.root:
+            raise ConfigError("dataset album-photos needs root: the path of a folder of JPEGs with EXIF GPS")
         records = scan_photos(cfg.root)
         key = folder_fingerprint(records.paths)
         albums = album_ids(records.owners, records.times, cfg.album_gap_hours)

@@ -242,7 +242,7 @@ class HPatches(Dataset):
     """
 
     class Config(PluginConfig):
-        root: str = Field(description="hpatches-sequences-release/ (i_*/ and v_*/ sequence folders)")
+        root: str = Field("", description="hpatches-sequences-release/ (i_*/ and v_*/ sequence folders); required")
         size: int = Field(128, ge=32, le=1024, description="side of the square private images the attacks see")
         max_side: int | None = Field(
             None, ge=32, description="evaluate matching on images resized to this longer side; None = full resolution"
@@ -262,6 +262,7 @@ class HPatches(Dataset):
 
     def load(self, ctx: CellContext) -> Scene:
         cfg = self.config
+        require_root(self.name, cfg.root, "hpatches-sequences-release/")
         seqs = read_sequences(cfg.root, cfg.exclude, cfg.sequences)[: cfg.limit]
         first = [square_resize(read_frame(s.image_path(1), None)[0], cfg.size) for s in seqs]
         private = HPatchesImages(
@@ -272,6 +273,12 @@ class HPatches(Dataset):
         else:
             lifting, public = public_halves(cfg.public_root, cfg.size)
         return Scene(private=private, public=DescriptorPublic(lifting, public, cfg.sift))
+
+
+def require_root(plugin: str, root: str, what: str) -> None:
+    """A dataset whose ``root`` is required (its default is empty so that the config has defaults)."""
+    if not root:
+        raise ConfigError(f"dataset {plugin} needs root: the path of {what}")
 
 
 def public_halves(root: str | Path, size: int) -> tuple[Images, Images]:

@@ -16,8 +16,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import Field
+
+from vispriv.harness import CellContext, Scene
 from vispriv.harness.data.image_folder import split_files
 from vispriv.plugins.descriptor_release.datasets import ImageFolder
+from vispriv.plugins.descriptor_release.hpatches import require_root
 
 
 def scene_of(path: Path, root: Path) -> Path:
@@ -39,8 +43,15 @@ def split_by_scene(files: list[Path], root: Path, test_fraction: float) -> dict[
 class SceneTrees(ImageFolder):
     """A tree of scenes (MegaDepth-style), split by scene so that no scene is in two splits."""
 
+    class Config(ImageFolder.Config):
+        root: str = Field("", description="<root>/<scene>/.../*.jpg, e.g. MegaDepth_v1/; required")
+
     name = "scene-trees"
     version = "1.0"
+
+    def load(self, ctx: CellContext) -> Scene:
+        require_root(self.name, self.config.root, "a tree of scene folders (e.g. MegaDepth_v1/)")
+        return super().load(ctx)
 
     def split(self, files: list[Path], root: Path) -> dict[str, list[Path]]:
         return split_by_scene(files, root, self.config.test_fraction)

@@ -91,6 +91,8 @@ def load_faces(
     root: str | Path, layout: str, size: int, min_images: int, crop_fraction: float
 ) -> tuple[LabelledImages, dict[str, int]]:
     """Labelled grey faces of every identity with >= ``min_images`` readable photos, and the skip counts."""
+    if not str(root):
+        raise ConfigError("dataset face-folders needs root: the path of the LFW folder or the CelebA root")
     root = Path(root).expanduser()
     if not root.is_dir():
         raise ConfigError(f"face-folders root {str(root)!r} is not a directory")
@@ -119,7 +121,7 @@ def load_faces(
 
 class FaceFoldersConfig(FederatedImagesConfig):
     source: Literal["face-folders"] = "face-folders"
-    root: str = Field(description="the LFW folder (<root>/<Person_Name>/*.jpg) or the CelebA root")
+    root: str = Field("", description="the LFW folder (<root>/<Person_Name>/*.jpg) or the CelebA root; required")
     layout: Literal["lfw", "celeba"] = "lfw"
     min_images: int = Field(2, ge=1, description="identities with fewer readable photos are left out")
     crop_fraction: float = Field(0.5, gt=0.0, le=1.0, description="centre crop (share of the side) before resizing")

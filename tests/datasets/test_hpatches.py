@@ -96,3 +96,17 @@ def test_high_resolution_sequences_are_excluded_by_default(root, tmp_path):
     assert scene.private.ids == ["i_astronaut", "v_coffee"]
     scene = HPatches(HPatches.Config(root=str(folder), size=32, exclude=())).load(CellContext(cache=Cache(None)))
     assert scene.private.ids == ["i_astronaut", "i_dc", "v_coffee"]
+
+
+def test_summary_by_hand():
+    """Four pairs (two per split): MMA is the mean of per-pair accuracies, accuracy counts corner errors <= e."""
+    from vispriv.plugins.descriptor_release.hpatches import summarise
+
+    pairs = HPatchesImages(np.zeros((1, 8, 8, 3)), ["x"], [object()], None, (1, 3), (1.0, 3.0, 5.0))
+    mma = np.array([[0.5, 1.0], [0.0, 0.5], [0.25, 0.25], [1.0, 1.0]])
+    out = summarise(np.array(["i", "i", "v", "v"]), mma, np.array([0.5, 2.0, np.inf, 4.0]), np.array([4, 2, 0, 6]), pairs, 3.0)
+    assert out["hpatches_mma_1px"] == pytest.approx(1.75 / 4) and out["hpatches_mma_3px"] == pytest.approx(2.75 / 4)
+    assert out["hpatches_i_mma_1px"] == 0.25 and out["hpatches_v_mma_3px"] == 0.625
+    assert (out["hpatches_homography_acc_1px"], out["hpatches_homography_acc_3px"], out["hpatches_homography_acc_5px"]) == (0.25, 0.5, 0.75)
+    assert out["hpatches_i_homography_acc_3px"] == 1.0 and out["hpatches_v_homography_acc_3px"] == 0.0
+    assert out["hpatches_homography_acc"] == 0.5 and out["hpatches_n_matches"] == 3.0

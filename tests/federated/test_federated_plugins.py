@@ -157,7 +157,8 @@ def test_hooks_register_every_plugin():
     for hook in (hooks.vispriv_register_datasets, hooks.vispriv_register_defenses, hooks.vispriv_register_attacks, hooks.vispriv_register_metrics):
         hook(got.append)
     names = {c.name for c in got}
-    assert names == {"federated-images", "none", "dphe", "prr10", "ra12", "gradient-leakage", "average-isolation", "leak-correlation"}
+    assert names == {"federated-images", "face-folders", "none", "dphe", "prr10", "ra12", "gradient-leakage",
+                     "average-isolation", "leak-correlation"}
     assert all(c.scenario == "federated-learning" for c in got)
 
 
