@@ -86,7 +86,7 @@ def run(instances: list[np.ndarray], problem: str, param: float, limit: float) -
             rows[name].append((seconds, result.status == "optimal", optimum(A, result.keep)))
     same = all(n[2] == f[2] for n, f in zip(rows["naive"], rows["fast"]) if n[1] and f[1])
     both = sum(n[1] and f[1] for n, f in zip(rows["naive"], rows["fast"]))
-    summary = {"same": same, "both": both, "n": len(instances)}
+    summary = {"same": same, "both": both, "n": len(instances), "nonzero": sum(f[2] > 0 for f in rows["fast"])}
     for name, vals in rows.items():
         summary[f"{name}_median"] = float(np.median([v[0] for v in vals]))
         summary[f"{name}_max"] = float(np.max([v[0] for v in vals]))
@@ -133,7 +133,8 @@ def main() -> None:
                 print(
                     f"{data:8} R-{size:<4} {label:9} {s['naive_median']:11.3f} {s['naive_optimal']:9.2f} "
                     f"{s['fast_median']:10.3f} {s['fast_max']:10.3f} {s['fast_optimal']:8.2f} {ratio:6.1f}x  "
-                    f"{'yes' if s['same'] else 'NO'} ({s['both']}/{s['n']} both proven)",
+                    f"{'yes' if s['same'] else 'NO'} ({s['both']}/{s['n']} both proven)"
+                    + (f", optimum > 0 on {s['nonzero']}/{s['n']}" if problem == "budget" else ""),
                     flush=True,
                 )
 
