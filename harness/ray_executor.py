@@ -45,7 +45,7 @@ def cell_resources(cell: Cell, default: dict[str, float] | None = None) -> dict[
     """CPUs and GPUs one task of ``cell`` asks Ray for: the most that ``default`` or any plugin asks."""
     out = {**DEFAULT_RESOURCES, **(default or {})}
     declared = [s.cls.resources for s in (cell.dataset, cell.defense, *cell.attack)]
-    declared += [m.resources for m in cell.metrics]
+    declared += [m.cls.resources for m in cell.metrics]
     for key in ("cpus", "gpus"):
         out[key] = max([float(out[key])] + [float(r[key]) for r in declared if key in r])
     return out

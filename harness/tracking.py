@@ -177,8 +177,9 @@ class Tracker:
             clauses.append(f"tags.`mlflow.parentRunId` = '{parent_id}'")
         return self._search(experiment_id, " and ".join(clauses))
 
-    def parent_runs(self, experiment_id: str) -> list[Any]:
-        return self._search(experiment_id, f"tags.`vispriv.kind` = '{MATRIX}'")
+    def parent_runs(self, experiment_id: str, status: str | None = None) -> list[Any]:
+        status_clause = f" and attributes.status = '{status}'" if status else ""
+        return self._search(experiment_id, f"tags.`vispriv.kind` = '{MATRIX}'{status_clause}")
 
     def _search(self, experiment_id: str, filter_string: str) -> list[Any]:
         out, token = [], None
