@@ -9,6 +9,7 @@ same whichever cell computes it first.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 import traceback
 from collections import OrderedDict
@@ -79,6 +80,8 @@ class CellOutcome:
     error: str = ""
     traceback: str = ""
     seconds: float = 0.0
+    #: The device the cell ran on (the context's, or the CUDA device a plugin initialised).
+    device: str = "cpu"
     #: Why a FINISHED cell has no privacy score (estimate keys matching no truth key, or no metric), else "".
     warning: str = ""
 
@@ -104,7 +107,17 @@ def run_cell(cell: Cell, cache_dir: str | None, artifact_dir: str, quiet: bool =
         traceback=tb,
         seconds=time.perf_counter() - start,
         warning=warning,
+        device=device_used(base),
     )
+
+
+def device_used(ctx: CellContext) -> str:
+    """``ctx.device``, or the CUDA device when a plugin of this process initialised CUDA (e.g. a Lightning trainer)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        index = torch.cuda.current_device()
+        return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
+    return ctx.device
 
 
 def _run(cell: Cell, base: CellContext) -> tuple[dict[str, float], dict[str, bool], str]:

@@ -186,7 +186,6 @@ def cell_tags(cell: Cell) -> dict[str, str]:
         "vispriv.dataset": cell.dataset.label(),
         "vispriv.defense": cell.defense_label,
         "vispriv.attack": cell.attack_label,
-        "vispriv.device": "cpu",
         "vispriv.provenance": cell.dataset.instance().provenance(),  # type: ignore[attr-defined]
         "vispriv.versions": json.dumps(
             {s.cls.kind + ":" + s.name: s.cls.version for s in (cell.dataset, cell.defense, *cell.attack)}
@@ -204,6 +203,7 @@ def _log_cell(tracker: Tracker, experiment_id: str, parent: str, cell: Cell, out
         {
             "vispriv.higher_is_better": json.dumps(outcome.higher_is_better, sort_keys=True),
             "vispriv.seconds": f"{outcome.seconds:.2f}",
+            "vispriv.device": outcome.device,
         },
     )
     if outcome.artifact_dir:

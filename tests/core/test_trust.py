@@ -14,6 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from core_helpers import SITE_OK, toy_config
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 from pydantic import Field
 
 from vispriv.harness import Dataset, Images, PluginConfig, Scene
@@ -258,3 +261,169 @@ def test_third_party_plugin_reusing_a_builtin_name_is_refused_naming_both(monkey
     assert len(registry.failures) == 1
     failure = registry.failures[0]
     assert failure.source == "aaa_fake (aaa-fake)" and "(vispriv)" in failure.error and "aaa-fake" in failure.error
+
+
+# -- items 6-8: configurable metrics, visible empty cells, payload checks, frozen shared state --
+def _extras(toy_registry):
+    """In-test plugins on top of the toy scenario: a ranking attack, an attack scoring nothing, an in-place writer."""
+    import vispriv_toy
+
+    from vispriv.harness import Attack, AttackResult, Labels, Rankings
+
+    class RankAttack(Attack):
+        """Ranks class 0 (every item's true class) second of three."""
+
+        name, version, scenario = "toy-rank", "1.0", "toy"
+        consumes, produces = (vispriv_toy.NoisyImages,), (Rankings,)
+
+        def attack(self, release, public, ctx):
+            scores = np.tile([2.0, 3.0, 1.0], (len(release.ids), 1))
+            return AttackResult(estimate={"labels": Rankings(scores, ids=list(release.ids))})
+
+    class Misnamed(Attack):
+        name, version, scenario = "toy-misnamed", "1.0", "toy"
+        consumes, produces = (vispriv_toy.NoisyImages,), (Images, Labels)
+
+        def attack(self, release, public, ctx):
+            return AttackResult(estimate={"pictures": Images(release.images, ids=list(release.ids))})
+
+    class Scribble(Attack):
+        name, version, scenario = "toy-scribble", "1.0", "toy"
+        consumes, produces = (vispriv_toy.NoisyImages,), (Images,)
+
+        def attack(self, release, public, ctx):
+            release.images[:] = 0.0
+            return AttackResult(estimate={"images": release})
+
+    class Hooks:
+        @staticmethod
+        def vispriv_register_attacks(register):
+            for cls in (RankAttack, Misnamed, Scribble):
+                register(cls)
+
+    toy_registry.add_module(Hooks(), "test-extras")
+    assert not [f for f in toy_registry.failures if f.source == "test-extras"]
+    return toy_registry
+
+
+@pytest.fixture
+def extras_run(toy_registry, tmp_path):
+    from vispriv.harness.config import validate_config
+    from vispriv.harness.execute import clear_memo
+    from vispriv.harness.matrix import build_matrix
+    from vispriv.harness.runner import run_matrix
+    from vispriv.harness.tracking import Tracker
+
+    registry = _extras(toy_registry)
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}")
+
+    def run(**cfg):
+        clear_memo()
+        config = validate_config(toy_config(defenses=[{"name": "toy-noise"}], **cfg))
+        matrix = build_matrix(config, registry)
+        return matrix, run_matrix(config, matrix, tracker, quiet=True, cache_dir=str(tmp_path / "cache"))
+
+    run.tracker = tracker
+    run.registry = registry
+    return run
+
+
+def test_metric_parameters_are_configured_swept_and_hashed(extras_run):
+    from vispriv.harness.config import validate_config
+    from vispriv.harness.errors import ConfigError
+    from vispriv.harness.matrix import build_matrix
+
+    matrix, result = extras_run(attacks=["toy-rank"], metrics=[{"name": "topk-accuracy", "ks": [[1, 2], [1, 3]]}])
+    assert len(matrix.cells) == 2 and len({c.hash for c in matrix.cells}) == 2
+    assert not result.failed, [o.error for _, o in result.failed]
+    by_ks = {tuple(c.metrics[0].config.ks): {k: v for k, v in o.metrics.items() if k.startswith("labels/")}
+             for c, o in result.finished}
+    assert by_ks[(1, 2)] == {"labels/top1_accuracy": 0.0, "labels/top2_accuracy": 1.0}
+    assert by_ks[(1, 3)] == {"labels/top1_accuracy": 0.0, "labels/top3_accuracy": 1.0}
+    params = extras_run.tracker.cell_runs(result.experiment_id)[0].data.params
+    assert params["metric.topk-accuracy.ks"] in ("[1, 2]", "[1, 3]")
+    # the default ks=(1, 5) needs five classes: the cell fails and says so
+    _, default = extras_run(attacks=["toy-rank"], metrics=["topk-accuracy"])
+    assert "k=5 needs 1 <= k <= 3" in default.failed[0][1].error
+    with pytest.raises(ConfigError, match="metric 'topk-accuracy': unknown key 'k'; allowed: ks"):
+        build_matrix(validate_config(toy_config(metrics=[{"name": "topk-accuracy", "k": 3}])), extras_run.registry)
+
+
+def test_cell_hash_of_default_metrics_is_unchanged(toy_registry):
+    """Cells logged before metrics took parameters are still found by --resume."""
+    from vispriv.harness.config import validate_config
+    from vispriv.harness.hashing import stable_hash
+    from vispriv.harness.matrix import build_matrix
+
+    for cell in build_matrix(validate_config(toy_config(metrics=["ssim", "mae"])), toy_registry).cells:
+        legacy = stable_hash(cell.attack_keys()[-1], sorted([m.name, m.cls.version] for m in cell.metrics), cell.matrix_seed)
+        assert cell.hash == legacy
+
+
+def test_cell_with_no_privacy_score_is_tagged_with_the_reason(extras_run):
+    _, result = extras_run(attacks=["toy-misnamed", "toy-denoise"])
+    outcomes = {c.attack_label: o for c, o in result.finished}
+    warning = outcomes["toy-misnamed"].warning
+    assert "estimate keys ['pictures'] match none of the defense's truth keys ['images', 'labels']" in warning
+    assert outcomes["toy-denoise"].warning == ""
+    runs = {r.data.tags["vispriv.attack"]: r.data.tags for r in extras_run.tracker.cell_runs(result.experiment_id)}
+    assert runs["toy-misnamed"]["vispriv.warning"] == warning and "vispriv.warning" not in runs["toy-denoise"]
+    _, no_metric = extras_run(attacks=["toy-denoise"], metrics=["topk-accuracy"])
+    assert "no metric of this cell (none) scores images (Images), labels (Labels)" in no_metric.finished[0][1].warning
+
+
+def test_shared_release_is_read_only_for_attacks(extras_run):
+    _, alone = extras_run(attacks=["toy-denoise"])
+    _, both = extras_run(attacks=["toy-scribble", "toy-denoise"])
+    failed = {c.attack_label: o for c, o in both.failed}
+    assert "read-only" in failed["toy-scribble"].error
+    assert both.finished[0][1].metrics["images/ssim"] == alone.finished[0][1].metrics["images/ssim"]
+
+
+def test_device_tag_is_the_device_the_cell_used(extras_run):
+    _, result = extras_run(attacks=["toy-denoise"])
+    outcome = result.finished[0][1]
+    assert outcome.device == "cpu"
+    tags = extras_run.tracker.cell_runs(result.experiment_id)[0].data.tags
+    assert tags["vispriv.device"] == outcome.device
+
+
+def test_payloads_refuse_what_they_document_they_do_not_hold():
+    from vispriv.harness import Labels, Rankings
+    from vispriv.harness.errors import InputError
+
+    with pytest.raises(InputError, match="Labels must be integers"):
+        Labels(np.array([0.0, 1.5]))
+    assert Labels(np.array([0.0, 2.0])).labels.tolist() == [0, 2]
+    with pytest.raises(InputError, match="Labels: 2 labels but 1 ids"):
+        Labels(np.array([0, 1]), ids=["a"])
+    with pytest.raises(InputError, match="Rankings: 2 rows but 3 ids"):
+        Rankings(np.zeros((2, 4)), ids=["a", "b", "c"])
+    with pytest.raises(InputError, match=r"values in \[0, 1\]; got \[0, 2\]"):
+        Images(np.array([0.0, 2.0]).reshape(1, 1, 2, 1))
+
+
+@settings(max_examples=60, deadline=None)
+@given(arrays(np.float64, st.integers(1, 6), elements=st.floats(-3, 3, allow_nan=False)))
+def test_labels_accept_exactly_whole_numbers(values):
+    from vispriv.harness import Labels
+    from vispriv.harness.errors import InputError
+
+    if np.all(values == np.round(values)):
+        assert Labels(values).labels.tolist() == [int(v) for v in values]
+    else:
+        with pytest.raises(InputError):
+            Labels(values)
+
+
+@settings(max_examples=60, deadline=None)
+@given(arrays(np.float32, (2, 3, 3, 1), elements=st.floats(-0.5, 1.5, width=32)))
+def test_images_accept_exactly_the_unit_range(values):
+    from vispriv.harness.errors import InputError
+
+    if values.min() >= -1e-4 and values.max() <= 1 + 1e-4:
+        out = Images(values).images
+        assert out.min() >= 0 and out.max() <= 1
+    else:
+        with pytest.raises(InputError):
+            Images(values)
