@@ -118,6 +118,8 @@ def _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, q
         f"{len(result.finished)} cells finished, {len(result.failed)} failed, {len(result.resumed)} already done "
         f"(--resume), {len(mx.skipped)} pairs skipped; parent run {result.parent_run_id}"
     )
+    if result.claimed_elsewhere:
+        click.echo(f"{len(result.claimed_elsewhere)} cells were claimed by another run of this store (--resume)")
     if result.stale:
         click.echo(f"warning: marked {result.stale} stale run(s) KILLED: their process on this host is gone", err=True)
     for cell, outcome in result.finished:

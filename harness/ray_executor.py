@@ -28,7 +28,7 @@ import shutil
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +115,8 @@ class RayExecutor:
             ray.init(address="local", num_cpus=self.num_cpus or os.cpu_count() or 1, include_dashboard=False, **common)
         self._started = True
 
-    def run(self, jobs: list[Job], cache_dir: str | None, quiet: bool) -> Iterator[tuple[Cell, CellOutcome]]:
+    def run(self, jobs: Iterable[Job], cache_dir: str | None, quiet: bool) -> Iterator[tuple[Cell, CellOutcome]]:
+        jobs = list(jobs)  # every cell is submitted at once (so, with --resume, claimed at once)
         if not jobs:
             return
         self._connect()

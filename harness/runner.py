@@ -14,18 +14,20 @@ import os
 import platform
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from vispriv.harness.cache import check_writable
+from vispriv.harness.claims import Claims, pid_alive
 from vispriv.harness.config import MatrixConfig
 from vispriv.harness.errors import VisprivError
 from vispriv.harness.execute import CellOutcome
 from vispriv.harness.executors import Executor, make_executor
 from vispriv.harness.matrix import Cell, Matrix
-from vispriv.harness.tracking import Tracker
+from vispriv.harness.tracking import Tracker, sqlite_path
 
 SCRATCH_PREFIX = "vispriv-artifacts-"
 HOST_TAG = "vispriv.host"
@@ -45,6 +47,8 @@ class MatrixResult:
     resumed: list[Cell] = field(default_factory=list)
     #: Runs of dead processes of this matrix ended KILLED before this run started.
     stale: int = 0
+    #: Cells another live run of this store had claimed (``--resume`` against a shared sqlite store).
+    claimed_elsewhere: list[Cell] = field(default_factory=list)
 
 
 def run_matrix(
@@ -93,6 +97,24 @@ def _run_with_parent(
         params={"seed": config.seed, "n_cells": len(matrix.cells), "n_skipped_pairs": len(matrix.skipped)},
     )
     result = MatrixResult(parent, experiment_id, resumed=resumed, stale=stale)
+    db = sqlite_path(tracker.uri)
+    claims = Claims(db.resolve().with_name(db.name + ".claims")) if resume and db is not None else None
+    held: set[str] = set()
+
+    def claimed(jobs: list[tuple[Cell, str]]) -> Iterator[tuple[Cell, str]]:
+        """The jobs this process claims, claimed one by one as the executor asks for them."""
+        for cell, folder in jobs:
+            if claims is not None:
+                ok, taken_over = claims.claim(cell.hash)
+                if not ok:
+                    result.claimed_elsewhere.append(cell)
+                    continue
+                held.add(cell.hash)
+                if taken_over and cell.hash in tracker.finished_cell_hashes(experiment_id):
+                    result.resumed.append(cell)
+                    continue
+            yield cell, folder
+
     scratch: Path | None = None
     bar = None
     try:
@@ -101,8 +123,10 @@ def _run_with_parent(
         scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
         jobs = [(cell, str(scratch / f"{i:04d}-{cell.hash}")) for i, cell in enumerate(todo)]
         bar = _bar(len(jobs), quiet)
-        for cell, outcome in runner.run(jobs, cache, quiet):
+        for cell, outcome in runner.run(claimed(jobs), cache, quiet):  # type: ignore[arg-type]
             _log_cell(tracker, experiment_id, parent, cell, outcome)
+            if outcome.status == "FINISHED":
+                held.discard(cell.hash)
             (result.finished if outcome.status == "FINISHED" else result.failed).append((cell, outcome))
             if bar is not None:
                 bar.set_postfix_str(cell.label[:60])
@@ -118,23 +142,16 @@ def _run_with_parent(
         tracker.end(parent, "FAILED")
         raise
     finally:
+        if claims is not None:
+            claims.release(held)
         if bar is not None:
             bar.close()
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-    tracker.set_tags(parent, {"vispriv.n_failed": str(len(result.failed)), "vispriv.n_resumed": str(len(resumed))})
+    tracker.set_tags(parent, {"vispriv.n_failed": str(len(result.failed)), "vispriv.n_resumed": str(len(result.resumed)),
+                              "vispriv.n_claimed_elsewhere": str(len(result.claimed_elsewhere))})
     tracker.end(parent, "FINISHED" if not result.failed else "FAILED")
     return result
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def end_stale_runs(tracker: Tracker, experiment_id: str, config_name: str) -> int:
@@ -151,7 +168,7 @@ def end_stale_runs(tracker: Tracker, experiment_id: str, config_name: str) -> in
         if tags.get("vispriv.config_name") != config_name or tags.get(HOST_TAG) != host:
             continue
         pid = tags.get(PID_TAG, "")
-        if not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)):
+        if not pid.isdigit() or int(pid) == os.getpid() or pid_alive(int(pid)):
             continue
         for child in tracker.cell_runs(experiment_id, status="RUNNING", parent_id=run.info.run_id):
             tracker.end(child.info.run_id, "KILLED")
@@ -166,7 +183,7 @@ def remove_stale_scratch() -> None:
     """Remove the scratch folders of dead processes of this host (``vispriv-artifacts-PID-*``)."""
     for folder in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"):
         pid = folder.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
-        if folder.is_dir() and pid.isdigit() and not _pid_alive(int(pid)):
+        if folder.is_dir() and pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -427,3 +427,49 @@ def test_images_accept_exactly_the_unit_range(values):
     else:
         with pytest.raises(InputError):
             Images(values)
+
+
+# -- item 4: shared stores ----------------------------------------------------------------
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("store", ["new", "existing"])
+def test_concurrent_resumes_split_the_cells(tmp_path, write_config, store):
+    """Two real processes, one sqlite store (new: schema and experiment races), every cell run exactly once."""
+    if store == "existing":
+        from vispriv.harness.tracking import Tracker
+
+        Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}").experiment_id("toy")
+    sigmas = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]
+    cfg = write_config(toy_config(attacks=[{"name": "toy-denoise", "delay": 1.0}],
+                                  defenses=[{"name": "toy-noise", "sigma": sigmas}]))
+    env = {**os.environ, "PYTHONPATH": str(SITE_OK), "VISPRIV_PLUGINS": "toy,metrics"}
+    cmd = [sys.executable, "-m", "vispriv", "matrix", str(cfg), "--quiet", "--resume"]
+    procs = [subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for proc, (_out, err) in zip(procs, outs):
+        assert proc.returncode == 0, err
+        assert "Traceback" not in err, err
+    db = tmp_path / "mlflow.db"
+    with sqlite3.connect(db) as con:
+        hashes = [r[0] for r in con.execute(
+            "select t.value from runs r join tags t on r.run_uuid = t.run_uuid "
+            "where t.key = 'vispriv.cell_hash' and r.status = 'FINISHED'")]
+    assert len(hashes) == len(sigmas) and len(set(hashes)) == len(sigmas)
+    assert _parents(db) == ["FINISHED", "FINISHED"]
+    ran = [int(out.split(" cells finished")[0].split()[-1]) for out, _ in outs]
+    assert sum(ran) == len(sigmas), outs
+
+
+def test_unreachable_http_store_is_one_line_not_minutes_of_retries(run_cli, write_config):
+    uri = f"http://127.0.0.1:{_free_port()}"
+    out = run_cli("matrix", str(write_config(toy_config())), "--quiet", "--tracking-uri", uri, timeout=90)
+    assert out.returncode == 2, out.stderr
+    lines = _error_lines(out.stderr)
+    assert len(lines) == 1 and f"cannot open tracking store {uri}" in lines[0], out.stderr
