@@ -189,7 +189,7 @@ def test_federated_image_folder_skips_corrupt_files_with_a_warning(tmp_path):
     for cls in ("cat", "dog"):
         for p in (tmp_path / "imgs" / cls).iterdir():
             p.write_bytes(b"garbage")
-    with pytest.raises(InputError, match="no readable"):
+    with pytest.warns(UserWarning, match="skipped 9 unreadable"), pytest.raises(InputError, match="no readable"):
         plugin.load(CellContext(seed=0))
 
 
