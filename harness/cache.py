@@ -21,9 +21,31 @@ from typing import Any
 
 import numpy as np
 
+from vispriv.harness.errors import ConfigError
 from vispriv.harness.hashing import stable_hash
 
 DEFAULT_CACHE_DIR = ".vispriv-cache"
+
+
+def check_writable(root: str | os.PathLike[str] | None) -> None:
+    """Raise one-line :class:`ConfigError` unless ``root`` is (or can be made) a writable folder.
+
+    Called before a matrix starts, so an unusable cache is one error instead of every
+    cell failing. ``None`` (cache disabled) is always fine.
+    """
+    if root is None:
+        return
+    folder = Path(root)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ConfigError(
+            f"cache dir {str(folder)!r} is not a writable folder ({exc.strerror or exc}); "
+            "pass --cache-dir with a folder you can write to"
+        ) from None
 
 
 class Cache:

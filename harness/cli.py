@@ -18,6 +18,12 @@ import click
 from vispriv.harness.errors import VisprivError
 
 KINDS = ["dataset", "defense", "attack", "metric"]
+#: Exit statuses (README "Exit codes"): 0 every cell finished, 1 some cell failed,
+#: 2 usage or config error, 3 internal error (a bug: traceback printed), 130 interrupted.
+EXIT_CELLS_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
 
 
 def _registry(strict: bool):  # type: ignore[no-untyped-def]
@@ -134,7 +140,9 @@ def matrix(
     from vispriv.harness.config import load_config
 
     cfg = load_config(config, list(overrides))
-    _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, quiet, strict)
+    result = _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, quiet, strict)
+    if result is not None and result.failed:
+        sys.exit(EXIT_CELLS_FAILED)
 
 
 def _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, quiet, strict):  # type: ignore[no-untyped-def]
@@ -147,7 +155,7 @@ def _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, q
     if dry_run:
         click.echo(f"{len(mx.cells)} cells in experiment {cfg.name!r} (seed {cfg.seed}):")
         for cell in mx.cells:
-            metrics = ",".join(m.name for m in cell.metrics) or "-"
+            metrics = ",".join(m.label() for m in cell.metrics) or "-"
             click.echo(f"  run   {cell.hash}  {cell.label}  [metrics: {metrics}]")
         for skip in mx.skipped:
             click.echo(f"  skip  {skip.line()}")
@@ -160,6 +168,13 @@ def _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, q
         f"{len(result.finished)} cells finished, {len(result.failed)} failed, {len(result.resumed)} already done "
         f"(--resume), {len(mx.skipped)} pairs skipped; parent run {result.parent_run_id}"
     )
+    if result.claimed_elsewhere:
+        click.echo(f"{len(result.claimed_elsewhere)} cells were claimed by another run of this store (--resume)")
+    if result.stale:
+        click.echo(f"warning: marked {result.stale} stale run(s) KILLED: their process on this host is gone", err=True)
+    for cell, outcome in result.finished:
+        if outcome.warning:
+            click.echo(f"warning: {cell.label}: {outcome.warning}", err=True)
     for cell, outcome in result.failed:
         click.echo(f"  FAILED {cell.label}: {outcome.error.splitlines()[0] if outcome.error else ''}", err=True)
     click.echo(f"browse: {_ui_command(tracker.uri)}")
@@ -326,10 +341,16 @@ def main(prog_name: str | None = None) -> None:
         from vispriv.harness.runner import MatrixInterrupted
 
         click.echo(f"error: {exc}", err=True)
-        sys.exit(130 if isinstance(exc, MatrixInterrupted) else 2)
+        sys.exit(EXIT_INTERRUPTED if isinstance(exc, MatrixInterrupted) else EXIT_USAGE)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
+    except Exception:  # noqa: BLE001 -- a bug: show it, and keep exit 1 for "a cell failed"
+        import traceback
+
+        traceback.print_exc()
+        click.echo("error: internal error (the traceback above); please report it", err=True)
+        sys.exit(EXIT_INTERNAL)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,8 @@ class MatrixConfig(BaseModel):
     datasets: list[dict[str, Any] | str] = Field(min_length=1)
     defenses: list[dict[str, Any] | str] = Field(min_length=1)
     attacks: list[dict[str, Any] | str] = Field(min_length=1)
-    metrics: list[str] | None = None
+    #: Metric entries like the other kinds (``ssim`` or ``{name: topk-accuracy, ks: [1, 3]}``); ``None``: every fitting metric with its defaults.
+    metrics: list[dict[str, Any] | str] | None = None
     cache_dir: str = ".vispriv-cache"
     #: Default resources of one cell for distributed executors (``{cpus: 1, gpus: 0}``);
     #: a plugin's own ``resources`` wins where it declares more.
@@ -129,4 +130,5 @@ def format_validation_error(exc: ValidationError) -> str:
     loc = ".".join(str(p) for p in err.get("loc", ())) or "value"
     got = err.get("input")
     got_text = "" if err.get("type") == "missing" else f" (got {got!r})"
-    return f"{loc}: {err.get('msg', 'invalid')}{got_text}"
+    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    return f"{loc}: {msg}{got_text}"

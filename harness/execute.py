@@ -8,12 +8,16 @@ same whichever cell computes it first.
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 import time
 import traceback
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from vispriv.harness.cache import Cache
 from vispriv.harness.context import CellContext
@@ -30,10 +34,35 @@ def _memo(key: str, compute: Any) -> Any:
         _MEMO.move_to_end(key)
         return _MEMO[key]
     value = compute()
+    freeze(value)
     _MEMO[key] = value
     while len(_MEMO) > _MEMO_SIZE:
         _MEMO.popitem(last=False)
     return value
+
+
+def freeze(value: Any, _seen: set[int] | None = None) -> None:
+    """Make every numpy array reachable from ``value`` (through dataclasses, dicts, lists, tuples) read-only.
+
+    Memoised scenes and releases are shared by reference by every cell that needs them: a
+    plugin that writes into one in place gets ``ValueError: assignment destination is
+    read-only`` (a FAILED cell naming the line) instead of silently changing the next cell's input.
+    """
+    seen = set() if _seen is None else _seen
+    if id(value) in seen:
+        return
+    seen.add(id(value))
+    if isinstance(value, np.ndarray):
+        value.flags.writeable = False
+    elif isinstance(value, dict):
+        for item in value.values():
+            freeze(item, seen)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            freeze(item, seen)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            freeze(getattr(value, f.name, None), seen)
 
 
 def clear_memo() -> None:
@@ -54,6 +83,10 @@ class CellOutcome:
     #: When the cell started and ended (epoch milliseconds): the child run's start and end times.
     start_ms: int | None = None
     end_ms: int | None = None
+    #: The device the cell ran on (the context's, or the CUDA device a plugin initialised).
+    device: str = "cpu"
+    #: Why a FINISHED cell has no privacy score (estimate keys matching no truth key, or no metric), else "".
+    warning: str = ""
 
 
 def run_cell(cell: Cell, cache_dir: str | None, artifact_dir: str, quiet: bool = True) -> CellOutcome:
@@ -63,10 +96,10 @@ def run_cell(cell: Cell, cache_dir: str | None, artifact_dir: str, quiet: bool =
     art.mkdir(parents=True, exist_ok=True)
     base = CellContext(seed=cell.seed, cache=Cache(cache_dir), artifact_dir=art, quiet=quiet)
     try:
-        metrics, directions = _run(cell, base)
+        metrics, directions, warning = _run(cell, base)
         status, error, tb = "FINISHED", "", ""
     except Exception as exc:  # noqa: BLE001 -- a failing cell is recorded, the matrix goes on
-        metrics, directions = {}, {}
+        metrics, directions, warning = {}, {}, ""
         status, error, tb = "FAILED", f"{type(exc).__name__}: {exc}", traceback.format_exc()
     seconds = time.perf_counter() - start
     return CellOutcome(
@@ -79,10 +112,21 @@ def run_cell(cell: Cell, cache_dir: str | None, artifact_dir: str, quiet: bool =
         seconds=seconds,
         start_ms=start_ms,
         end_ms=start_ms + int(round(seconds * 1000)),
+        warning=warning,
+        device=device_used(base),
     )
 
 
-def _run(cell: Cell, base: CellContext) -> tuple[dict[str, float], dict[str, bool]]:
+def device_used(ctx: CellContext) -> str:
+    """``ctx.device``, or the CUDA device when a plugin of this process initialised CUDA (e.g. a Lightning trainer)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        index = torch.cuda.current_device()
+        return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
+    return ctx.device
+
+
+def _run(cell: Cell, base: CellContext) -> tuple[dict[str, float], dict[str, bool], str]:
     metrics: dict[str, float] = {}
     directions: dict[str, bool] = {}
     d_key, p_key = cell.dataset_key(), cell.defense_key()
@@ -97,6 +141,7 @@ def _run(cell: Cell, base: CellContext) -> tuple[dict[str, float], dict[str, boo
 
     release: Payload = protected.release
     multi = len(cell.attack) > 1
+    scored, estimated = 0, set()
     for i, (stage, key) in enumerate(zip(cell.attack, cell.attack_keys())):
         if not isinstance(release, stage.cls.consumes):
             wanted = "/".join(t.__name__ for t in stage.cls.consumes)
@@ -109,10 +154,22 @@ def _run(cell: Cell, base: CellContext) -> tuple[dict[str, float], dict[str, boo
         for name, value in result.metrics.items():
             metrics[prefix + name] = float(value)
             directions[prefix + name] = result.metric_directions.get(name, True)
-        _score(cell, protected.truth, result, base, metrics, directions)
+        scored += _score(cell, protected.truth, result, base, metrics, directions)
+        estimated |= set(result.estimate)
         if i + 1 < len(cell.attack):
             release = _next_release(result, stage.name, cell.attack[i + 1].cls)
-    return metrics, directions
+    return metrics, directions, "" if scored else _unscored(cell, protected.truth, estimated)
+
+
+def _unscored(cell: Cell, truth: dict[str, Payload], estimated: set[str]) -> str:
+    """Why no metric scored any estimate of ``cell``: one line for the CLI and the ``vispriv.warning`` tag."""
+    shared = sorted(estimated & set(truth))
+    if not shared:
+        return (f"no privacy score: the attack's estimate keys {sorted(estimated)} match none of the "
+                f"defense's truth keys {sorted(truth)}")
+    names = ", ".join(m.label() for m in cell.metrics) or "none"
+    kinds = ", ".join(f"{k} ({type(truth[k]).__name__})" for k in shared)
+    return f"no privacy score: no metric of this cell ({names}) scores {kinds}"
 
 
 def _score(
@@ -122,16 +179,21 @@ def _score(
     ctx: CellContext,
     metrics: dict[str, float],
     directions: dict[str, bool],
-) -> None:
+) -> int:
+    """Score every estimate that has a truth of the same key; returns how many scores were written."""
+    n = 0
     for key, estimate in result.estimate.items():
         if key not in truth:
             continue
-        for metric_cls in cell.metrics:
-            truth_types = metric_cls.truth_types or metric_cls.consumes
+        for stage in cell.metrics:
+            metric_cls = stage.cls
+            truth_types = metric_cls.truth_types or metric_cls.consumes  # type: ignore[attr-defined]
             if isinstance(estimate, metric_cls.consumes) and isinstance(truth[key], truth_types):
-                for name, value in metric_cls().score(truth[key], estimate, ctx).items():
+                for name, value in stage.instance().score(truth[key], estimate, ctx).items():  # type: ignore[attr-defined]
                     metrics[f"{key}/{name}"] = float(value)
-                    directions[f"{key}/{name}"] = metric_cls.higher_is_better.get(name, True)
+                    directions[f"{key}/{name}"] = metric_cls.higher_is_better.get(name, True)  # type: ignore[attr-defined]
+                    n += 1
+    return n
 
 
 def _next_release(result: AttackResult, name: str, nxt: Any) -> Payload:

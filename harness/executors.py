@@ -7,7 +7,7 @@ they complete. ``local`` runs them one after another in this process; other exec
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 from vispriv.harness.errors import ConfigError
@@ -18,7 +18,9 @@ Job = tuple[Cell, str]
 
 
 class Executor(Protocol):
-    def run(self, jobs: list[Job], cache_dir: str | None, quiet: bool) -> Iterator[tuple[Cell, CellOutcome]]: ...
+    def run(self, jobs: Iterable[Job], cache_dir: str | None, quiet: bool) -> Iterator[tuple[Cell, CellOutcome]]:
+        """Run ``jobs`` (an iterable: the driver may claim each cell only when it is asked for)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -29,7 +31,7 @@ class LocalExecutor:
     def __init__(self, **_: object) -> None:
         pass
 
-    def run(self, jobs: list[Job], cache_dir: str | None, quiet: bool) -> Iterator[tuple[Cell, CellOutcome]]:
+    def run(self, jobs: Iterable[Job], cache_dir: str | None, quiet: bool) -> Iterator[tuple[Cell, CellOutcome]]:
         for cell, artifact_dir in jobs:
             yield cell, run_cell(cell, cache_dir, artifact_dir, quiet=quiet)
 

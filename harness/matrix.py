@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
 
 from vispriv.harness.config import MatrixConfig, format_validation_error
 from vispriv.harness.errors import ConfigError, PluginError
 from vispriv.harness.hashing import derive_seed, stable_hash
-from vispriv.harness.plugin import Metric, PluginConfig, _Plugin
+from vispriv.harness.plugin import PluginConfig, _Plugin
 from vispriv.harness.registry import Registry
 
 
@@ -36,12 +37,23 @@ class Stage:
     def name(self) -> str:
         return self.cls.name
 
+    @property
+    def scenario(self) -> str:
+        return self.cls.scenario
+
     def key(self) -> list[Any]:
         return [self.cls.kind, self.cls.name, self.cls.scenario, self.cls.version, self.config.model_dump(mode="json")]
 
     def overrides(self) -> dict[str, Any]:
-        """Parameters set in the config or differing from the plugin's defaults."""
-        default = self.cls.Config().model_dump(mode="json")
+        """Parameters set in the config or differing from the plugin's defaults.
+
+        A required field (no default) always counts as set.
+        """
+        default = {
+            k: to_jsonable_python(f.get_default(call_default_factory=True))
+            for k, f in self.cls.Config.model_fields.items()
+            if not f.is_required()
+        }
         mine = self.config.model_dump(mode="json")
         out = {}
         for k, v in mine.items():
@@ -79,7 +91,8 @@ class Cell:
     dataset: Stage
     defense: Stage
     attack: tuple[Stage, ...]
-    metrics: tuple[type[Metric], ...]
+    #: The configured metric plugins that score this cell (``metrics:`` entries, or every fitting metric with defaults).
+    metrics: tuple[Stage, ...]
     matrix_seed: int
 
     @property
@@ -102,7 +115,7 @@ class Cell:
     @property
     def hash(self) -> str:
         """Content hash of everything that determines the cell's result."""
-        metric_keys = sorted([m.name, m.version] for m in self.metrics)
+        metric_keys = sorted(_metric_key(m) for m in self.metrics)
         return stable_hash(self.attack_keys()[-1], metric_keys, self.matrix_seed)
 
     def seed_for(self, stage_key: str) -> int:
@@ -134,7 +147,21 @@ class Cell:
             prefix = "attack" if len(self.attack) == 1 else f"attack.{i}.{stage.name}"
             for k, v in stage.config.model_dump(mode="json").items():
                 out[f"{prefix}.{k}"] = v
+        for stage in self.metrics:
+            for k, v in stage.config.model_dump(mode="json").items():
+                out[f"metric.{stage.name}.{k}"] = v
         return out
+
+
+def _metric_key(stage: Stage) -> list[str]:
+    """A metric's part of the cell hash: name and version, plus the parameters that differ from its defaults.
+
+    A metric with its defaults keeps the key it had before metrics took parameters, so
+    ``--resume`` still finds cells logged by older versions of the harness.
+    """
+    key = [stage.name, stage.cls.version]
+    overrides = stage.overrides()
+    return [*key, stable_hash(overrides)] if overrides else key
 
 
 @dataclass
@@ -268,7 +295,7 @@ def _add_attack(
     dataset: Stage,
     defense: Stage,
     a_entry: Any,
-    wanted_metrics: list[type[Metric]] | None,
+    wanted_metrics: list[list[Stage]] | None,
 ) -> None:
     scenario = dataset.cls.scenario if dataset.cls.scenario != "any" else defense.cls.scenario
     per_stage: list[list[Stage]] = []
@@ -292,19 +319,36 @@ def _add_attack(
             matrix.skipped.append(Skip(what, reason))
             continue
         produced_all = tuple(t for s in chain for t in s.cls.produces)
-        pool = wanted_metrics if wanted_metrics is not None else list(registry.all("metric"))
-        # A metric of one scenario scores only that scenario's cells (``any``: every cell).
-        metrics = tuple(m for m in pool if _fits(produced_all, m.consumes) and m.scenario in ("any", scenario))
-        matrix.cells.append(Cell(dataset, defense, tuple(chain), metrics, config.seed))
+        pools = wanted_metrics if wanted_metrics is not None else [[m] for m in _default_metrics(registry)]
+        # A metric of one scenario scores only that scenario's cells (``any``: every cell);
+        # an entry that sweeps a metric's parameters gives one cell per value.
+        seen: set[tuple[Stage, ...]] = set()
+        for combo in itertools.product(*pools):
+            metrics = tuple(m for m in combo if _fits(produced_all, m.cls.consumes) and m.cls.scenario in ("any", scenario))
+            if metrics not in seen:
+                seen.add(metrics)
+                matrix.cells.append(Cell(dataset, defense, tuple(chain), metrics, config.seed))
 
 
-def _select_metrics(config: MatrixConfig, registry: Registry) -> list[type[Metric]] | None:
+def _select_metrics(config: MatrixConfig, registry: Registry) -> list[list[Stage]] | None:
+    """The configured stages of each ``metrics:`` entry (a name, or ``{name: ..., <params>}``)."""
     if config.metrics is None:
         return None
     out = []
-    for name in config.metrics:
+    for entry in config.metrics:
         try:
-            out.append(registry.get("metric", name))
+            out.append(expand_entry(registry, "metric", entry))
         except PluginError as exc:
             raise ConfigError(str(exc)) from None
+    return out
+
+
+def _default_metrics(registry: Registry) -> list[Stage]:
+    """Every registered metric with its defaults (one with a required parameter must be listed in ``metrics:``)."""
+    out = []
+    for cls in registry.all("metric"):
+        try:
+            out.append(Stage(cls, cls.Config()))
+        except ValidationError:
+            continue
     return out

@@ -23,6 +23,9 @@ import numpy as np
 
 from vispriv.harness.errors import InputError
 
+#: Float rounding allowed outside [0, 1] before :class:`Images` refuses the values (they are clipped).
+RANGE_TOLERANCE = 1e-4
+
 
 class Payload:
     """Base class of everything that crosses a trust boundary.
@@ -58,24 +61,30 @@ class Images(Payload):
             raise InputError(f"Images must have shape (N, H, W, C) with C in (1, 3); got {arr.shape}")
         if not np.all(np.isfinite(arr)):
             raise InputError("Images contain NaN or infinite values; expected finite values in [0, 1]")
-        self.images = arr
-        if not self.ids:
-            self.ids = [str(i) for i in range(len(arr))]
-        if len(self.ids) != len(arr):
-            raise InputError(f"Images: {len(arr)} images but {len(self.ids)} ids")
+        if arr.size and (arr.min() < -RANGE_TOLERANCE or arr.max() > 1 + RANGE_TOLERANCE):
+            raise InputError(
+                f"Images must hold values in [0, 1]; got [{float(arr.min()):.4g}, {float(arr.max()):.4g}] "
+                "(clip or rescale before building Images)"
+            )
+        self.images = np.clip(arr, 0.0, 1.0) if arr.size else arr
+        self.ids = _ids(self.ids, len(arr), "Images", "images")
 
 
 @dataclass
 class Labels(Payload):
-    """Integer labels, shape (N,)."""
+    """Integer labels, shape (N,); floats are accepted only when they hold whole numbers."""
 
     labels: np.ndarray
     ids: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.labels = np.asarray(self.labels).astype(np.int64).reshape(-1)
-        if not self.ids:
-            self.ids = [str(i) for i in range(len(self.labels))]
+        arr = np.asarray(self.labels).reshape(-1)
+        whole = arr.dtype.kind in "iub" or (arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)))
+        if not whole:
+            bad = arr[:5].tolist()
+            raise InputError(f"Labels must be integers (or floats holding whole numbers); got {arr.dtype} {bad}")
+        self.labels = arr.astype(np.int64)
+        self.ids = _ids(self.ids, len(self.labels), "Labels", "labels")
 
 
 @dataclass
@@ -89,8 +98,16 @@ class Rankings(Payload):
         self.scores = np.asarray(self.scores, dtype=np.float64)
         if self.scores.ndim != 2:
             raise InputError(f"Rankings must have shape (N, L); got {self.scores.shape}")
-        if not self.ids:
-            self.ids = [str(i) for i in range(len(self.scores))]
+        self.ids = _ids(self.ids, len(self.scores), "Rankings", "rows")
+
+
+def _ids(ids: list[str], n: int, what: str, items: str) -> list[str]:
+    """``ids`` as given (``0..n-1`` when empty), or one-line :class:`InputError` when it does not name every item."""
+    if not ids:
+        return [str(i) for i in range(n)]
+    if len(ids) != n:
+        raise InputError(f"{what}: {n} {items} but {len(ids)} ids; pass one id per item, or none")
+    return list(ids)
 
 
 @dataclass

@@ -28,7 +28,7 @@ import shutil
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ def cell_resources(cell: Cell, default: dict[str, float] | None = None) -> dict[
     """CPUs and GPUs one task of ``cell`` asks Ray for: the most that ``default`` or any plugin asks."""
     out = {**DEFAULT_RESOURCES, **(default or {})}
     declared = [s.cls.resources for s in (cell.dataset, cell.defense, *cell.attack)]
-    declared += [m.resources for m in cell.metrics]
+    declared += [m.cls.resources for m in cell.metrics]
     for key in ("cpus", "gpus"):
         out[key] = max([float(out[key])] + [float(r[key]) for r in declared if key in r])
     return out
@@ -115,7 +115,8 @@ class RayExecutor:
             ray.init(address="local", num_cpus=self.num_cpus or os.cpu_count() or 1, include_dashboard=False, **common)
         self._started = True
 
-    def run(self, jobs: list[Job], cache_dir: str | None, quiet: bool) -> Iterator[tuple[Cell, CellOutcome]]:
+    def run(self, jobs: Iterable[Job], cache_dir: str | None, quiet: bool) -> Iterator[tuple[Cell, CellOutcome]]:
+        jobs = list(jobs)  # every cell is submitted at once (so, with --resume, claimed at once)
         if not jobs:
             return
         self._connect()

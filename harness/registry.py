@@ -23,6 +23,7 @@ from vispriv.harness.errors import PluginError
 from vispriv.harness.plugin import PLUGIN_KINDS, PluginConfig, _Plugin
 
 ENTRY_POINT_GROUP = "vispriv"
+BUILTIN_DIST = "vispriv"
 HOOKS = {
     "dataset": "vispriv_register_datasets",
     "defense": "vispriv_register_defenses",
@@ -42,13 +43,32 @@ class PluginFailure:
     def line(self) -> str:
         return f"plugin {self.source!r} skipped: {self.error}"
 
+    def fatal_line(self) -> str:
+        """The message with ``--strict``, where nothing is skipped: the command stops."""
+        return f"plugin {self.source!r} failed: {self.error} (fatal with --strict)"
+
+
+class _PluginManager(pluggy.PluginManager):
+    """Takes every ``vispriv_*`` function of a plugin module as a hook, marked or not (as pytest does).
+
+    So a hook without ``@hookimpl`` still runs, and a misspelt hook name is an unknown
+    hook that :meth:`pluggy.PluginManager.check_pending` reports, instead of a function
+    nobody ever calls.
+    """
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        opts = super().parse_hookimpl_opts(plugin, name)
+        if opts is None and name.startswith(f"{hookspecs.PROJECT}_") and callable(getattr(plugin, name, None)):
+            return {}
+        return opts
+
 
 class Registry:
     """All registered plugin classes, by kind and name."""
 
     def __init__(self, strict: bool = False) -> None:
         self.strict = strict
-        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm = _PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
         # kind -> name -> scenario -> class: one name (``none``) may exist once per scenario.
         self.plugins: dict[str, dict[str, dict[str, type[_Plugin]]]] = {k: {} for k in PLUGIN_KINDS}
@@ -61,11 +81,12 @@ class Registry:
         if only is None:
             env = os.environ.get("VISPRIV_PLUGINS", "").strip()
             only = [s.strip() for s in env.split(",") if s.strip()] or None
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
+        # This project's own plugins first: a third-party plugin reusing one of their names is the one refused.
+        eps = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (_dist_name(e) != BUILTIN_DIST, e.name))
+        for ep in eps:
             if only is not None and ep.name not in only:
                 continue
-            dist = ep.dist.name if ep.dist is not None else "?"
-            source = f"{ep.name} ({dist})"
+            source = f"{ep.name} ({_dist_name(ep)})"
             try:
                 module = ep.load()
             except Exception as exc:  # noqa: BLE001 -- a broken plugin must not stop the harness
@@ -78,12 +99,19 @@ class Registry:
         source = source or getattr(module, "__name__", repr(module))
         try:
             self.pm.register(module, name=source)
-        except ValueError:
+            self.pm.check_pending()
+        except ValueError:  # already registered (pluggy's PluginValidationError is not a ValueError)
             return
+        except pluggy.PluginValidationError as exc:
+            if self.pm.is_registered(module):
+                self.pm.unregister(module)
+            self._fail(source, "; ".join(line.strip() for line in str(exc).strip().splitlines() if line.strip()))
+            return
+        others = [p for p in self.pm.get_plugins() if p is not module]
         for kind, hook_name in HOOKS.items():
-            hook = getattr(module, hook_name, None)
-            if hook is None:
+            if not any(i.plugin is module for i in getattr(self.pm.hook, hook_name).get_hookimpls()):
                 continue
+            hook = self.pm.subset_hook_caller(hook_name, remove_plugins=others)
             try:
                 hook(register=lambda cls, _k=kind: self._register(_k, cls, source))
             except PluginError as exc:
@@ -103,7 +131,11 @@ class Registry:
         existing = by_scenario.get(cls.scenario)
         if existing is not None and existing is not cls:
             other = self.sources[(kind, cls.name, cls.scenario)]
-            self._fail(source, f"{kind} {cls.name!r} of scenario {cls.scenario!r} is already registered by {other}")
+            self._fail(
+                source,
+                f"{kind} {cls.name!r} of scenario {cls.scenario!r} is already registered by {other}; "
+                f"{source} must name its {kind} differently",
+            )
             return
         by_scenario[cls.scenario] = cls
         self.sources[(kind, cls.name, cls.scenario)] = source
@@ -111,7 +143,7 @@ class Registry:
     def _fail(self, source: str, error: str) -> None:
         failure = PluginFailure(source, error, traceback.format_exc())
         if self.strict:
-            raise PluginError(failure.line() + " (--strict)")
+            raise PluginError(failure.fatal_line())
         self.failures.append(failure)
 
     # -- lookup --------------------------------------------------------------------
@@ -148,6 +180,10 @@ class Registry:
 
     def source_of(self, cls: type[_Plugin]) -> str:
         return self.sources.get((cls.kind, cls.name, cls.scenario), "?")
+
+
+def _dist_name(ep: Any) -> str:
+    return ep.dist.name if ep.dist is not None else "?"
 
 
 def load_registry(strict: bool = False, only: list[str] | None = None) -> Registry:

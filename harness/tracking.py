@@ -16,11 +16,14 @@ Child runs carry
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import platform
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -52,6 +55,40 @@ def sqlite_path(uri: str) -> Path | None:
     if uri.startswith("sqlite:////"):
         return Path(path)
     return Path(path.lstrip("/")) if path else None
+
+
+#: Seconds the probe of an ``http(s)://`` store waits before "cannot open tracking store" (no retries).
+HTTP_PROBE_TIMEOUT_S = 10
+
+
+@contextmanager
+def store_lock(db: Path | None) -> Iterator[None]:
+    """An exclusive lock (``flock`` on ``<db>.lock``) serialising whoever holds it across processes; no-op without ``db``."""
+    if db is None:
+        yield
+        return
+    with open(db.resolve().with_name(db.name + ".lock"), "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextmanager
+def _no_http_retries() -> Iterator[None]:
+    """MLflow retries an unreachable server for minutes: probe it once, with a short timeout."""
+    saved = {k: os.environ.get(k) for k in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT")}
+    os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"
+    os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(HTTP_PROBE_TIMEOUT_S)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def git_sha() -> str:
@@ -88,8 +125,10 @@ class Tracker:
             from mlflow.tracking import MlflowClient
 
             _quiet_mlflow_logs()
-            client = MlflowClient(tracking_uri=self.uri)
-            client.search_experiments(max_results=1)
+            # One process at a time creates (migrates) a new sqlite store; an HTTP server is probed without retries.
+            with store_lock(db), _no_http_retries():
+                client = MlflowClient(tracking_uri=self.uri)
+                client.search_experiments(max_results=1)
         except Exception as exc:  # noqa: BLE001 -- any backend failure is one line for the user
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise TrackingError(f"cannot open tracking store {self.uri}: {msg[:200]}") from None
@@ -109,7 +148,13 @@ class Tracker:
         location = None
         if db is not None:
             location = (db.resolve().parent / "mlartifacts" / name.replace("/", "_")).as_uri()
-        return self._client.create_experiment(name, artifact_location=location)
+        try:
+            return self._client.create_experiment(name, artifact_location=location)
+        except Exception:
+            exp = self._client.get_experiment_by_name(name)
+            if exp is None:
+                raise
+            return exp.experiment_id
 
     # -- runs ----------------------------------------------------------------------
     def start_parent(self, experiment_id: str, name: str, tags: dict[str, str], params: dict[str, Any]) -> str:
@@ -182,8 +227,9 @@ class Tracker:
             clauses.append(f"tags.`mlflow.parentRunId` = '{parent_id}'")
         return self._search(experiment_id, " and ".join(clauses))
 
-    def parent_runs(self, experiment_id: str) -> list[Any]:
-        return self._search(experiment_id, f"tags.`vispriv.kind` = '{MATRIX}'")
+    def parent_runs(self, experiment_id: str, status: str | None = None) -> list[Any]:
+        status_clause = f" and attributes.status = '{status}'" if status else ""
+        return self._search(experiment_id, f"tags.`vispriv.kind` = '{MATRIX}'{status_clause}")
 
     def _search(self, experiment_id: str, filter_string: str) -> list[Any]:
         out, token = [], None

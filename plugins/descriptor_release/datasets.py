@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from vispriv.harness import CellContext, Dataset, Images, PluginConfig, Scene
 from vispriv.harness.data.bundled import crop_source_size, grid_crops
@@ -70,6 +70,14 @@ class ImageFolder(Dataset):
         test_fraction: float = Field(0.2, gt=0.0, lt=1.0)
         limit: int | None = Field(None, ge=1)
         sift: SiftConfig = SiftConfig()
+
+        @field_validator("root")
+        @classmethod
+        def _existing_folder(cls, root: str) -> str:
+            """A missing folder is a config error (before any run starts), not a failed cell."""
+            if not Path(root).expanduser().is_dir():
+                raise ValueError(f"image folder {root!r} does not exist or is not a directory")
+            return root
 
     name = "image-folder"
     version = "1.0"

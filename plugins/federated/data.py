@@ -23,6 +23,7 @@ appendix A.2.2 where one user's data is all of one class).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,12 +73,16 @@ def load_image_folder(root: str | Path, size: int) -> LabelledImages:
     classes = sorted(p.name for p in root.iterdir() if p.is_dir())
     if len(classes) < 2:
         raise InputError(f"image-folder {str(root)!r} needs at least 2 class sub-folders; found {len(classes)}")
-    images, labels = [], []
+    images, labels, bad = [], [], []
     for label, name in enumerate(classes):
         for path in sorted((root / name).iterdir()):
             if path.suffix.lower() not in IMAGE_SUFFIXES:
                 continue
-            img = np.asarray(imread(path), dtype=np.float64)
+            try:
+                img = np.asarray(imread(path), dtype=np.float64)
+            except Exception as exc:  # noqa: BLE001 -- any decoder failure means "unreadable"
+                bad.append(f"{name}/{path.name} ({type(exc).__name__})")
+                continue
             if img.ndim == 3 and img.shape[-1] == 4:
                 img = rgba2rgb(img / (255.0 if img.max() > 1 else 1.0))
             if img.ndim == 3:
@@ -86,8 +91,10 @@ def load_image_folder(root: str | Path, size: int) -> LabelledImages:
                 img = img / 255.0
             images.append(resize(img, (size, size), anti_aliasing=True))
             labels.append(label)
+    if bad:
+        warnings.warn(f"skipped {len(bad)} unreadable image file(s) in {root}: {', '.join(bad)}", stacklevel=2)
     if not images:
-        raise InputError(f"image-folder {str(root)!r} holds no images with suffixes {sorted(IMAGE_SUFFIXES)}")
+        raise InputError(f"image-folder {str(root)!r} holds no readable images with suffixes {sorted(IMAGE_SUFFIXES)}")
     return LabelledImages(np.stack(images), np.asarray(labels, np.int64), classes)
 
 

@@ -27,8 +27,13 @@ def test_unknown_plugin_names_what_exists(toy_registry):
 
 
 def test_same_name_in_two_scenarios_resolves_by_scenario(toy_registry):
-    none_image = toy_registry.get("defense", "none", "image-release")
-    assert none_image.scenario == "image-release"
+    scenarios = sorted(toy_registry.plugins["defense"]["none"])
+    assert len(scenarios) >= 2  # ``none`` exists in several scenarios, as distinct classes
+    resolved = {s: toy_registry.get("defense", "none", s) for s in scenarios}
+    assert all(cls.scenario == s for s, cls in resolved.items())
+    assert len(set(resolved.values())) == len(scenarios)
+    with pytest.raises(PluginError, match=r"defense 'none' exists for scenarios .*image-release.*; no scenario given"):
+        toy_registry.get("defense", "none")
 
 
 def test_env_restricts_loading(monkeypatch):

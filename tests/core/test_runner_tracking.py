@@ -77,12 +77,73 @@ def test_end_to_end_store_layout_and_report(toy_registry, tracker, tmp_path):
     assert "report/report.md" in logged
 
 
-def test_secret_config_never_reaches_the_attack(toy_registry, tracker, tmp_path):
-    from vispriv.harness.execute import _MEMO
+def _reachable(value, seen=None):
+    """Every value reachable from ``value`` through attributes, dicts, lists and tuples (numpy arrays as lists)."""
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return []
+    seen.add(id(value))
+    out = [value]
+    children = []
+    if isinstance(value, dict):
+        children = list(value.keys()) + list(value.values())
+    elif isinstance(value, (list, tuple)):
+        children = list(value)
+    elif hasattr(value, "__dict__") and not isinstance(value, type):
+        children = list(vars(value).values())
+    elif hasattr(value, "tolist"):
+        flat = value.tolist()
+        children = flat if isinstance(flat, list) else [flat]
+    for child in children:
+        out.extend(_reachable(child, seen))
+    return out
 
-    _run(toy_config(defenses=[{"name": "toy-noise", "secret_key": 12345}]), toy_registry, tracker, tmp_path)
-    protected = next(v for v in _MEMO.values() if hasattr(v, "release"))
-    assert not hasattr(protected.release, "secret_key")
+
+def test_secret_config_never_reaches_the_attack(toy_registry, tracker, tmp_path):
+    """What the attack is handed (release and public knowledge) holds no value of the defense's secret."""
+    import vispriv_toy
+
+    from vispriv.harness import Attack, AttackResult, Defense, Images
+
+    received = []
+
+    class Spy(Attack):
+        name, version, scenario = "toy-spy", "1.0", "toy"
+        consumes, produces = (vispriv_toy.NoisyImages,), (Images,)
+
+        def attack(self, release, public, ctx):
+            received.append((release, public))
+            return AttackResult(estimate={"images": Images(release.images, ids=list(release.ids))})
+
+    class Leaky(Defense):
+        """Puts its key where an attacker can read it: the check below must catch it."""
+
+        Config = vispriv_toy.ToyNoise.Config
+        name, version, scenario = "toy-leaky", "1.0", "toy"
+        consumes, produces = (Images,), (vispriv_toy.NoisyImages,)
+
+        def protect(self, private, public, ctx):
+            protected = vispriv_toy.ToyNoise(self.config).protect(private, public, ctx)
+            protected.release.ids = [f"{i}-{self.config.secret_key}" for i in protected.release.ids]
+            return protected
+
+    class Hooks:
+        @staticmethod
+        def vispriv_register_attacks(register):
+            register(Spy)
+
+        @staticmethod
+        def vispriv_register_defenses(register):
+            register(Leaky)
+
+    toy_registry.add_module(Hooks(), "spy")
+    secret = 987654321
+    cfg = toy_config(defenses=[{"name": "toy-noise", "secret_key": secret}, {"name": "toy-leaky", "secret_key": secret}],
+                     attacks=["toy-spy"])
+    _run(cfg, toy_registry, tracker, tmp_path)
+    assert len(received) == 2
+    leaks = [any(str(secret) in str(v) for v in _reachable(got)) for got in received]
+    assert sorted(leaks) == [False, True]  # the honest defense leaks nothing; the leaky one is caught
 
 
 def test_failing_cell_is_failed_with_traceback_and_matrix_goes_on(toy_registry, tracker, tmp_path):
