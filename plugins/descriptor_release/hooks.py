@@ -26,6 +26,11 @@ def vispriv_register_attacks(register):
 
     for cls in (NearestAttack, DatabaseAttack, ClusteringAttack, *INVERSION_ATTACKS):
         register(cls)
+    from vispriv.plugins.attacks.baselines import FlatGrey
+    from vispriv.plugins.attacks.patch_inversion import InvertPatches
+
+    for cls in (FlatGrey, InvertPatches):
+        register(cls)
 
 
 @hookimpl
@@ -34,6 +39,10 @@ def vispriv_register_metrics(register):
     from vispriv.plugins.metrics.inversion_report import ReconstructionReport
 
     for cls in (DescriptorRecovery, LiftingAssumptions, ReconstructionReport):
+        register(cls)
+    from vispriv.plugins.metrics.blur_equivalent import BlurEquivalent, OracleFlat
+
+    for cls in (BlurEquivalent, OracleFlat):
         register(cls)
 
 
