@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 from core_helpers import SITE_OK
+
+from vispriv.harness.execute import clear_memo
+from vispriv.harness.tracking import Tracker
 
 
 @pytest.fixture
@@ -47,3 +51,19 @@ def run_cli(tmp_path):
         )
 
     return run
+
+
+@pytest.fixture(scope="session")
+def empty_store(tmp_path_factory) -> Path:
+    """A freshly migrated MLflow sqlite store, made once (migrations take seconds) and copied per test."""
+    path = tmp_path_factory.mktemp("store") / "mlflow.db"
+    Tracker(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture
+def tracker(tmp_path, empty_store):
+    clear_memo()
+    db = tmp_path / "mlflow.db"
+    shutil.copy(empty_store, db)
+    return Tracker(f"sqlite:///{db}")

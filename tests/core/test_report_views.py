@@ -9,9 +9,7 @@ the release) + floor``.
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
-from pathlib import Path
 
 import matplotlib
 import numpy as np
@@ -22,7 +20,6 @@ from pydantic import Field
 from vispriv.harness import Attack, AttackResult, Defense, Images, PluginConfig, Protected, hookimpl
 from vispriv.harness.config import validate_config
 from vispriv.harness.errors import VisprivError
-from vispriv.harness.execute import clear_memo
 from vispriv.harness.matrix import build_matrix
 from vispriv.harness.report import (
     CellRow,
@@ -36,7 +33,6 @@ from vispriv.harness.report import (
 from vispriv.harness.report_frontier import frontiers, parse_spec, worst_case
 from vispriv.harness.report_html import hue
 from vispriv.harness.runner import run_matrix
-from vispriv.harness.tracking import Tracker
 from vispriv.plugins.metrics.album import ProtectedK
 from vispriv.plugins.metrics.classification import TopKAccuracy
 from vispriv.plugins.metrics.image_quality import SSIM
@@ -192,19 +188,6 @@ class FrontierPlugins:
         register(ToyRead)
 
 
-@pytest.fixture(scope="module")
-def empty_store(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("store") / "mlflow.db"
-    Tracker(f"sqlite:///{path}")
-    return path
-
-
-@pytest.fixture
-def tracker(tmp_path, empty_store):
-    clear_memo()
-    db = tmp_path / "mlflow.db"
-    shutil.copy(empty_store, db)
-    return Tracker(f"sqlite:///{db}")
 
 
 def test_worst_case_respects_the_direction():

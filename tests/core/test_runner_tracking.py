@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -17,27 +16,10 @@ from core_helpers import SITE_OK, toy_config
 
 from vispriv.harness.config import validate_config
 from vispriv.harness.errors import TrackingError
-from vispriv.harness.execute import clear_memo
 from vispriv.harness.matrix import build_matrix
 from vispriv.harness.report import collect, write_report
 from vispriv.harness.runner import MatrixInterrupted, run_matrix
 from vispriv.harness.tracking import Tracker
-
-
-@pytest.fixture(scope="session")
-def empty_store(tmp_path_factory) -> Path:
-    """A freshly migrated MLflow sqlite store, made once (migrations take seconds) and copied per test."""
-    path = tmp_path_factory.mktemp("store") / "mlflow.db"
-    Tracker(f"sqlite:///{path}")
-    return path
-
-
-@pytest.fixture
-def tracker(tmp_path, empty_store):
-    clear_memo()
-    db = tmp_path / "mlflow.db"
-    shutil.copy(empty_store, db)
-    return Tracker(f"sqlite:///{db}")
 
 
 def _run(cfg_dict, registry, tracker, tmp_path, **kw):
