@@ -111,7 +111,7 @@ def augment_images(images: Images, copies: int, seed: int) -> Images:
                 + AffineTransform(scale=zoom, rotation=angle)
                 + AffineTransform(translation=centre + shift)
             )
-            views.append(warp(img, tf.inverse, mode="reflect", preserve_range=True).astype(np.float32))
+            views.append(warp(np.array(img, dtype=np.float64), tf.inverse, mode="reflect", preserve_range=True).astype(np.float32))
         out.append(np.stack(views))
         ids += [f"{i}#aug{c}" for i in images.ids]
     return Images(np.clip(np.concatenate(out), 0.0, 1.0), ids)

@@ -140,11 +140,15 @@ def random_homography(rng: np.random.Generator, height: int, width: int, strengt
 
 
 def warp_image(image: np.ndarray, h: np.ndarray) -> np.ndarray:
-    """``image`` seen through the homography ``h`` (output pixel y shows input pixel h^-1 y)."""
+    """``image`` seen through the homography ``h`` (output pixel y shows input pixel h^-1 y).
+
+    ``image`` may be read-only (cached and shared arrays are): skimage's Cython ``warp``
+    refuses read-only buffers, so it gets a private float64 copy.
+    """
     from skimage.transform import ProjectiveTransform, warp
 
     inverse = ProjectiveTransform(matrix=np.linalg.inv(h))
-    return warp(image, inverse, mode="constant", cval=0.0, preserve_range=True).astype(np.float32)
+    return warp(np.array(image, dtype=np.float64), inverse, mode="constant", cval=0.0, preserve_range=True).astype(np.float32)
 
 
 def corner_error(h_est: np.ndarray, h_true: np.ndarray, height: int, width: int) -> float:

@@ -16,3 +16,19 @@ def test_test_grid_gives_half_overlapping_crops_of_the_test_photos():
     assert np.array_equal(scene.private.images[1], photo[0:32, 16:48])
     whole = load_split("test", 32)
     assert grid_crops(whole, 32, 1) is whole
+
+
+def test_warps_accept_read_only_images():
+    """Cached and shared arrays are read-only; skimage's Cython warp is not (CI failure, session 3)."""
+    from vispriv.harness import Images
+    from vispriv.plugins.descriptor_release.dictionary import augment_images
+    from vispriv.plugins.descriptor_release.matching import warp_image
+
+    rng = np.random.default_rng(0)
+    arr = rng.random((2, 24, 24)).astype(np.float32)
+    arr.flags.writeable = False
+    shifted = warp_image(arr[0], np.array([[1.0, 0, 2], [0, 1, 0], [0, 0, 1]]))
+    np.testing.assert_allclose(shifted[:, 2:], arr[0][:, :-2], atol=1e-6)
+    views = augment_images(Images(arr, ["a", "b"]), 1, seed=0)
+    assert len(views.images) == 4
+    np.testing.assert_array_equal(views.images[:2].reshape(arr.shape), arr)
