@@ -148,8 +148,10 @@ def matrix(
 def _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, quiet, strict):  # type: ignore[no-untyped-def]
     from vispriv.harness.matrix import build_matrix
     from vispriv.harness.runner import run_matrix
-    from vispriv.harness.tracking import Tracker
+    from vispriv.harness.tracking import Tracker, check_store, default_tracking_uri
 
+    if not dry_run:  # a wrong or unreachable store is one line in seconds: checked before any plugin is imported
+        tracking_uri = check_store(tracking_uri or default_tracking_uri())
     registry = _registry(strict)
     mx = build_matrix(cfg, registry)
     if dry_run:

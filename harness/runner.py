@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from vispriv.harness.cache import check_writable
-from vispriv.harness.claims import Claims, pid_alive
+from vispriv.harness.claims import Claims, RunClaims, pid_alive
 from vispriv.harness.config import MatrixConfig
 from vispriv.harness.errors import VisprivError
 from vispriv.harness.execute import CellOutcome
@@ -47,7 +47,7 @@ class MatrixResult:
     resumed: list[Cell] = field(default_factory=list)
     #: Runs of dead processes of this matrix ended KILLED before this run started.
     stale: int = 0
-    #: Cells another live run of this store had claimed (``--resume`` against a shared sqlite store).
+    #: Cells another live run of this store had claimed (concurrent ``--resume`` runs of one config).
     claimed_elsewhere: list[Cell] = field(default_factory=list)
 
 
@@ -98,19 +98,24 @@ def _run_with_parent(
     )
     result = MatrixResult(parent, experiment_id, resumed=resumed, stale=stale)
     db = sqlite_path(tracker.uri)
-    claims = Claims(db.resolve().with_name(db.name + ".claims")) if resume and db is not None else None
+    claims: Claims | RunClaims | None = None
+    if resume:
+        claims = (Claims(db.resolve().with_name(db.name + ".claims")) if db is not None
+                  else RunClaims(tracker, experiment_id, parent))
     held: set[str] = set()
 
     def claimed(jobs: list[tuple[Cell, str]]) -> Iterator[tuple[Cell, str]]:
         """The jobs this process claims, claimed one by one as the executor asks for them."""
         for cell, folder in jobs:
             if claims is not None:
-                ok, taken_over = claims.claim(cell.hash)
+                ok, recheck = claims.claim(cell.hash)
                 if not ok:
                     result.claimed_elsewhere.append(cell)
                     continue
                 held.add(cell.hash)
-                if taken_over and cell.hash in tracker.finished_cell_hashes(experiment_id):
+                if recheck and tracker.cell_finished(experiment_id, cell.hash):
+                    claims.done(cell.hash)
+                    held.discard(cell.hash)
                     result.resumed.append(cell)
                     continue
             yield cell, folder
@@ -125,7 +130,8 @@ def _run_with_parent(
         bar = _bar(len(jobs), quiet)
         for cell, outcome in runner.run(claimed(jobs), cache, quiet):  # type: ignore[arg-type]
             _log_cell(tracker, experiment_id, parent, cell, outcome)
-            if outcome.status == "FINISHED":
+            if outcome.status == "FINISHED" and claims is not None:
+                claims.done(cell.hash)
                 held.discard(cell.hash)
             (result.finished if outcome.status == "FINISHED" else result.failed).append((cell, outcome))
             if bar is not None:

@@ -21,7 +21,9 @@ import json
 import logging
 import os
 import platform
+import socket
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,6 +35,7 @@ from vispriv.harness.errors import TrackingError
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 CELL = "cell"
 MATRIX = "matrix"
+CLAIM = "claim"
 
 
 
@@ -59,6 +62,51 @@ def sqlite_path(uri: str) -> Path | None:
 
 #: Seconds the probe of an ``http(s)://`` store waits before "cannot open tracking store" (no retries).
 HTTP_PROBE_TIMEOUT_S = 10
+
+
+def check_store(uri: str) -> str:
+    """Cheap checks of a tracking URI, without importing MLflow; returns ``uri`` or raises :class:`TrackingError`.
+
+    A ``sqlite:///`` store's folder must exist and an existing database be writable; an
+    ``http(s)://`` server must accept a TCP connection within :data:`HTTP_PROBE_TIMEOUT_S`
+    (unless a proxy is configured for its host, which only MLflow's own probe can go
+    through). The CLI runs this before it loads any plugin, so a wrong URI is one line in
+    seconds whatever the plugins cost to import.
+    """
+    db = sqlite_path(uri)
+    if db is not None:
+        parent = db.resolve().parent
+        if not parent.is_dir():
+            raise TrackingError(f"cannot open tracking store {uri}: folder {parent} does not exist")
+        if db.exists() and not os.access(db, os.W_OK):
+            raise TrackingError(f"cannot open tracking store {uri}: {db} is not writable")
+    elif "://" not in uri:
+        raise TrackingError(f"tracking URI {uri!r} is not supported here; use sqlite:///PATH.db or http://HOST:PORT")
+    elif uri.startswith(("http://", "https://")):
+        _probe_http(uri)
+    return uri
+
+
+def _probe_http(uri: str) -> None:
+    """Raise :class:`TrackingError` when nothing accepts a connection at the host and port of ``uri``."""
+    parsed = urlparse(uri)
+    host = parsed.hostname
+    if not host:
+        raise TrackingError(f"cannot open tracking store {uri}: no host in the URI; use http://HOST:PORT")
+    try:
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    except ValueError:
+        raise TrackingError(f"cannot open tracking store {uri}: the port is not a number in 1-65535") from None
+    if urllib.request.getproxies().get(parsed.scheme) and not urllib.request.proxy_bypass(host):
+        return
+    try:
+        socket.create_connection((host, port), timeout=HTTP_PROBE_TIMEOUT_S).close()
+    except OSError as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or type(exc).__name__)
+        raise TrackingError(
+            f"cannot open tracking store {uri}: no server answers at {host}:{port} ({reason}); "
+            f"start one (mlflow server --port {port}) or fix --tracking-uri / MLFLOW_TRACKING_URI"
+        ) from None
 
 
 @contextmanager
@@ -111,16 +159,7 @@ class Tracker:
 
     def _open(self) -> Any:
         db = sqlite_path(self.uri)
-        if db is not None:
-            parent = db.resolve().parent
-            if not parent.is_dir():
-                raise TrackingError(f"cannot open tracking store {self.uri}: folder {parent} does not exist")
-            if db.exists() and not os.access(db, os.W_OK):
-                raise TrackingError(f"cannot open tracking store {self.uri}: {db} is not writable")
-        elif "://" not in self.uri:
-            raise TrackingError(
-                f"tracking URI {self.uri!r} is not supported here; use sqlite:///PATH.db or http://HOST:PORT"
-            )
+        check_store(self.uri)
         try:
             from mlflow.tracking import MlflowClient
 
@@ -214,7 +253,30 @@ class Tracker:
         """Terminate ``run_id``; ``end_time`` (epoch ms) is when its work ended, else now."""
         self._client.set_terminated(run_id, status=status, end_time=end_time)
 
+    def delete_run(self, run_id: str) -> None:
+        self._client.delete_run(run_id)
+
+    # -- claims (stores without a claims file, see vispriv.harness.claims) ------------
+    def start_claim(self, experiment_id: str, parent_id: str, cell_hash: str, owner: str) -> str:
+        """A claim run of ``cell_hash`` (tag ``vispriv.kind=claim``), nested under the matrix run ``parent_id``."""
+        run = self._client.create_run(
+            experiment_id,
+            run_name=f"claim {cell_hash}",
+            tags={"mlflow.parentRunId": parent_id, "vispriv.kind": CLAIM, "vispriv.cell_hash": cell_hash,
+                  "vispriv.owner": owner},
+        )
+        return run.info.run_id
+
+    def claim_runs(self, experiment_id: str, cell_hash: str) -> list[Any]:
+        """The live (not deleted) claim runs of ``cell_hash``."""
+        return self._search(experiment_id, f"tags.`vispriv.kind` = '{CLAIM}' and tags.`vispriv.cell_hash` = '{cell_hash}'")
+
     # -- queries -------------------------------------------------------------------
+    def cell_finished(self, experiment_id: str, cell_hash: str) -> bool:
+        """Whether a FINISHED run of the cell ``cell_hash`` exists."""
+        return bool(self._search(experiment_id, f"tags.`vispriv.kind` = '{CELL}' and tags.`vispriv.cell_hash` = "
+                                                f"'{cell_hash}' and attributes.status = 'FINISHED'"))
+
     def finished_cell_hashes(self, experiment_id: str) -> set[str]:
         runs = self.cell_runs(experiment_id, status="FINISHED")
         return {r.data.tags.get("vispriv.cell_hash", "") for r in runs}

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import yaml
+from core_helpers import free_port, stop, wait_for_http
 
 BUILTINS = {"VISPRIV_PLUGINS": "metrics,image-release"}
 
@@ -85,37 +82,18 @@ def test_examples_list_print_and_write(run_cli, tmp_path):
     assert unknown.returncode == 2 and "shipped examples: album" in unknown.stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_ui_start_works_without_an_activated_venv(tmp_path):
     """The venv's bin folder is not on PATH: ``vispriv ui --start`` still serves the store."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PATH": "/usr/bin:/bin"}
-    log = (tmp_path / "ui.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vispriv", "ui", "--start", "--port", str(port),
-         "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db"],
-        cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 240  # mlflow's import and store migration are slow on a loaded machine
-        status = None
-        while status is None and time.monotonic() < deadline and proc.poll() is None:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as resp:
-                    status = resp.status
-            except OSError:
-                time.sleep(1)
-        assert status == 200, (tmp_path / "ui.log").read_text()[-2000:]
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+    log_path = tmp_path / "ui.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "vispriv", "ui", "--start", "--port", str(port),
+             "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db"],
+            cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
         try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
-        log.close()
+            wait_for_http(f"http://127.0.0.1:{port}/health", proc, log_path)
+        finally:
+            stop(proc)

@@ -246,7 +246,7 @@ def test_child_run_times_are_the_cells_run_time(toy_registry, tracker, tmp_path)
     ((_cell, outcome),) = result.finished
     (run,) = tracker.cell_runs(tracker.experiment_id("toy", create=False))
     duration_ms = run.info.end_time - run.info.start_time
-    assert outcome.seconds >= 0.4
+    assert run.data.tags["vispriv.seconds"] == f"{outcome.seconds:.2f}"  # the logged duration is the measured one
     assert abs(duration_ms - 1000 * outcome.seconds) <= 2  # the cell's time, not the logging's
     assert run.info.start_time == outcome.start_ms
 

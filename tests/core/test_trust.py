@@ -431,15 +431,7 @@ def test_images_accept_exactly_the_unit_range(values):
             Images(values)
 
 
-# -- item 4: shared stores ----------------------------------------------------------------
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
+# -- item 4: shared stores (an http:// server: test_http_store.py) ------------------------
 @pytest.mark.parametrize("store", ["new", "existing"])
 def test_concurrent_resumes_split_the_cells(tmp_path, write_config, store):
     """Two real processes, one sqlite store (new: schema and experiment races), every cell run exactly once."""
@@ -468,10 +460,3 @@ def test_concurrent_resumes_split_the_cells(tmp_path, write_config, store):
     ran = [int(out.split(" cells finished")[0].split()[-1]) for out, _ in outs]
     assert sum(ran) == len(sigmas), outs
 
-
-def test_unreachable_http_store_is_one_line_not_minutes_of_retries(run_cli, write_config):
-    uri = f"http://127.0.0.1:{_free_port()}"
-    out = run_cli("matrix", str(write_config(toy_config())), "--quiet", "--tracking-uri", uri, timeout=90)
-    assert out.returncode == 2, out.stderr
-    lines = _error_lines(out.stderr)
-    assert len(lines) == 1 and f"cannot open tracking store {uri}" in lines[0], out.stderr

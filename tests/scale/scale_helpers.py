@@ -15,7 +15,12 @@ from vispriv.harness.registry import load_registry
 from vispriv.harness.runner import MatrixResult, run_matrix
 from vispriv.harness.tracking import Tracker
 
-SITE_OK = Path(__file__).resolve().parents[1] / "core" / "fixtures" / "site_ok"
+# One copy of the toy distribution's path and of the mlflow-server helper: the core's.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
+from core_helpers import SITE_OK, mlflow_server
+
+__all__ = ["SITE_OK", "mlflow_server"]
+
 #: Entry points these tests load: the toy scenario and the image metrics.
 PLUGINS = "toy,metrics,image-release"
 
