@@ -179,7 +179,10 @@ def _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, q
             click.echo(f"warning: {cell.label}: {outcome.warning}", err=True)
     for cell, outcome in result.failed:
         click.echo(f"  FAILED {cell.label}: {outcome.error.splitlines()[0] if outcome.error else ''}", err=True)
-    click.echo(f"browse: {_ui_command(tracker.uri)}")
+    if _is_server(tracker.uri):
+        click.echo(f"browse: {tracker.uri.rstrip('/')}/#/experiments/{result.experiment_id}/runs/{result.parent_run_id}")
+    else:
+        click.echo(f"browse: {_ui_command(tracker.uri)}")
     return result
 
 
@@ -229,6 +232,11 @@ def report(experiment, metrics, formats, out_dir, curves, tables, frontiers, par
         click.echo(f"wrote {f}")
 
 
+def _is_server(uri: str) -> bool:
+    """Whether ``uri`` is a tracking server, which serves its own UI."""
+    return uri.startswith(("http://", "https://"))
+
+
 def _ui_command(uri: str, port: int = 5000) -> str:
     """The command that browses ``uri``: ``mlflow ui`` where it is on PATH, else through this Python."""
     mlflow = "mlflow" if shutil.which("mlflow") else f"{shlex.quote(sys.executable)} -m mlflow"
@@ -244,6 +252,11 @@ def ui(tracking_uri: str | None, start: bool, port: int) -> None:
     from vispriv.harness.tracking import default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri()
+    if _is_server(uri):  # `mlflow ui` cannot take a server as its store: the server is the UI
+        if start:
+            raise VisprivError(f"{uri} is a tracking server, which serves its own UI: open {uri} in a browser")
+        click.echo(uri)
+        return
     if not start:
         click.echo(_ui_command(uri, port))
         return

@@ -164,6 +164,8 @@ class Tracker:
             from mlflow.tracking import MlflowClient
 
             _quiet_mlflow_logs()
+            # A server's client prints two "View run" lines per ended run on stdout: the CLI prints one link itself.
+            os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
             # One process at a time creates (migrates) a new sqlite store; an HTTP server is probed without retries.
             with store_lock(db), _no_http_retries():
                 client = MlflowClient(tracking_uri=self.uri)

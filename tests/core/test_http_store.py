@@ -53,6 +53,8 @@ def test_matrix_on_a_mlflow_server_logs_and_resumes(server, run_cli, write_confi
         assert 0 < run.data.metrics["images/ssim"] <= 1 and run.data.metrics["attack/calls"] == 1.0
     (parent,) = tracker.parent_runs(exp)
     assert "config.yaml" in {a.path for a in tracker.client.list_artifacts(parent.info.run_id)}  # proxied artifacts
+    # One link to the parent run in the server's own UI, not MLflow's two "View run" lines per run.
+    assert first.stdout.splitlines()[1:] == [f"browse: {server}/#/experiments/{exp}/runs/{parent.info.run_id}"]
 
     again = run_cli("matrix", str(cfg), "--quiet", "--resume", "--tracking-uri", server)
     assert again.returncode == 0, again.stderr
