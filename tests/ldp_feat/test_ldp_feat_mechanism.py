@@ -26,15 +26,16 @@ def test_log_inclusion_probability_matches_eq5(eps, m, k):
 
 
 def test_naive_domain_log_probability_against_exact_decimal():
-    # |K| = 2^1024 overflows a float64, so the direct formula cannot even be evaluated.
-    with pytest.raises(OverflowError):
-        float(2**1024)
+    # The naive K is every 128-byte string: |K| = 256^128 = 2^1024, beyond float64 (max ~1.8e308).
+    assert ldp.NAIVE_LOG_DOMAIN_SIZE == pytest.approx(math.log(256**128), rel=1e-15)
     getcontext().prec = 80
     for eps, m in [(10.0, 2), (16.0, 4), (0.0, 1)]:
         signal = Decimal(m) * Decimal(eps).exp()
-        exact = signal / (signal + Decimal(2) ** 1024 - m)
+        exact = signal / (signal + Decimal(256) ** 128 - m)
         got = ldp.log_inclusion_probability(eps, m, ldp.NAIVE_LOG_DOMAIN_SIZE)
         assert got == pytest.approx(float(exact.ln()), rel=1e-12)
+        # Eq. (5) with the integer |K| itself: a float evaluation of m e^eps + |K| - m would overflow.
+        assert ldp.inclusion_probability(eps, m, 256**128) == pytest.approx(float(exact), rel=1e-9)
     assert ldp.log_inclusion_probability(10.0, 2, ldp.NAIVE_LOG_DOMAIN_SIZE) < -690  # ~1e-304: never sent
 
 
@@ -96,13 +97,27 @@ def test_epsilon_inf_returns_nearest_and_m_equal_k_returns_all():
     assert np.array_equal(np.sort(z, axis=1), np.tile(np.arange(10), (3, 1)))
 
 
+def _hand_descriptors() -> tuple[np.ndarray, np.ndarray]:
+    """Descriptors and their uint8 codes min(round(512 d), 255) worked out by hand (d' of section 5.2)."""
+    d = np.zeros((3, 128), np.float32)
+    d[0, :4] = [0.5, 0.25, 0.1, -0.2]  # 256 -> 255 (clipped), 128, 51.2 -> 51, negative -> 0
+    d[1, 127] = 1.0  # 512 -> 255
+    d[2, :] = 1 / 512 * 3.4  # 3.4 -> 3 everywhere
+    codes = np.zeros((3, 128), np.uint8)
+    codes[0, :4] = [255, 128, 51, 0]
+    codes[1, 127] = 255
+    codes[2, :] = 3
+    return d, codes
+
+
 def test_naive_variant_sends_almost_never_the_true_code():
     rng = np.random.default_rng(5)
-    d = np.abs(rng.normal(size=(500, 128))).astype(np.float32)
+    d, true = _hand_descriptors()
+    assert np.array_equal(ldp.to_uint8_domain(d), true)
+    d, true = np.repeat(d, 200, axis=0), np.repeat(true, 200, axis=0)
     codes, u = ldp.naive_omega_subset(d, 2, 10.0, rng)
-    assert codes.shape == (500, 2, 128) and codes.dtype == np.uint8
+    assert codes.shape == (600, 2, 128) and codes.dtype == np.uint8
     assert not u.any()
-    true = ldp.to_uint8_domain(d)
     assert not np.any(np.all(codes == true[:, None], axis=2))
     codes, u = ldp.naive_omega_subset(d, 1, math.inf, rng)
     assert u.all() and np.array_equal(codes[:, 0], true)
