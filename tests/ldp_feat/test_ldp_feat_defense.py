@@ -112,11 +112,45 @@ def test_vocabulary_matching_pairs_keypoints_that_share_a_word():
     assert mutual.tolist() == [[1, 2]]
 
 
-def test_vocabulary_matching_runs_in_the_defense(scene, tmp_path):
+def test_vocabulary_matching_mma_equals_brute_force(scene, tmp_path):
+    """eps = inf, m = 1 releases each keypoint's nearest word; vocabulary matching pairs every query and
+    reference keypoint of one word. MMA_t recomputed by brute force: argmin words, all same-word pairs,
+    the query keypoint mapped by the pair's known homography, the fraction within t px, averaged over pairs."""
+    from vispriv.plugins.descriptor_release.matching import MatchingConfig, random_homography, warp_image
+    from vispriv.plugins.descriptor_release.sift import SiftConfig, extract_features
+
     private, public = scene
-    matching = {"homographies_per_image": 1, "stereo": False, "criterion": "vocabulary"}
-    out = _defense(epsilon=math.inf, m=1, utility=True, matching=matching).protect(private, public, _ctx(tmp_path))
-    assert out.utility["hpatches_n_matches"] > 0 and 0.0 <= out.utility["hpatches_mma_3px"] <= 1.0
+    matching = {"homographies_per_image": 2, "stereo": False, "criterion": "vocabulary"}
+    d = _defense(epsilon=math.inf, m=1, utility=True, matching=matching)
+    out = d.protect(private, public, _ctx(tmp_path))
+    k = d.dictionary(public, _ctx(tmp_path)).astype(np.float64)
+    cfg, sift = MatchingConfig(**matching), SiftConfig(**SIFT)
+
+    def words(desc: np.ndarray) -> list[int]:
+        return [int(np.argmin([np.sum((row - w) ** 2) for w in k])) for row in desc.astype(np.float64)]
+
+    rng = np.random.default_rng(cfg.warp_seed)
+    fractions: dict[int, list[float]] = {t: [] for t in cfg.thresholds}
+    n_pairs = []
+    for i, image in enumerate(private.images):
+        for _ in range(cfg.homographies_per_image):
+            hom = random_homography(rng, *image.shape[:2], cfg.homography_strength)
+            q = extract_features(Images(image[None], ["q"]), sift)
+            r = extract_features(Images(warp_image(image, hom)[None], ["r"]), sift)
+            qw, rw = words(q.descriptors), words(r.descriptors)
+            errors = []
+            for a in range(len(qw)):
+                for b in range(len(rw)):
+                    if qw[a] == rw[b]:
+                        x, y, z = hom @ np.array([*q.keypoints[a], 1.0])
+                        errors.append(math.hypot(x / z - r.keypoints[b][0], y / z - r.keypoints[b][1]))
+            n_pairs.append(len(errors))
+            for t in cfg.thresholds:
+                fractions[t].append(sum(e <= t for e in errors) / len(errors) if errors else 0.0)
+    assert out.utility["hpatches_n_matches"] == pytest.approx(np.mean(n_pairs)) and min(n_pairs) > 0
+    for t in cfg.thresholds:
+        assert out.utility[f"hpatches_mma_{t}px"] == pytest.approx(np.mean(fractions[t]), abs=1e-12), t
+    assert 0 < out.utility["hpatches_mma_5px"] < 1  # a case where the fraction is not trivially 0 or 1
 
 
 def test_vocabulary_words_of_the_naive_domain_are_exact_vectors():
