@@ -34,13 +34,33 @@ def test_sift_plain_l2_quantised_and_cached(photos, tmp_path):
     counts = np.bincount(feats.image_index, minlength=2)
     assert np.all(counts > 10) and np.all(counts <= 64)
     np.testing.assert_allclose(np.linalg.norm(feats.descriptors, axis=1), 1.0, atol=1e-5)
-    assert feats.descriptors.min() >= 0  # plain SIFT (RootSIFT would also be >= 0, but:)
     # COLMAP lattice: 512*d rounds to integers up to a common scale
     np.testing.assert_allclose(quantize_colmap(feats.descriptors), feats.descriptors, atol=1e-6)
     assert np.all((feats.keypoints >= 0) & (feats.keypoints < 96))
     again = extract_features(photos, SiftConfig(max_keypoints=64), cache)
     assert cache.hits >= 1
     np.testing.assert_array_equal(again.descriptors, feats.descriptors)
+
+
+def test_descriptors_are_plain_sift_the_hellinger_map_of_which_is_rootsift(photos):
+    """Ref [11] lifts plain L2 SIFT. RootSIFT (Arandjelovic and Zisserman) is the Hellinger map sqrt(d / |d|_1)
+    of the same descriptor: so the map of ours equals kornia's RootSIFT at the same keypoints, and ours do not."""
+    import kornia.feature as KF
+    import torch
+
+    from vispriv.plugins.descriptor_release.sift import to_grey_tensor
+
+    cfg = SiftConfig(detector="dense", quantize=False, max_keypoints=40)
+    feats = extract_features(Images(photos.images[:1], photos.ids[:1]), cfg)
+    centres = torch.from_numpy(feats.keypoints)[None]
+    lafs = KF.laf_from_center_scale_ori(centres, torch.full((1, len(feats.keypoints), 1, 1), cfg.dense_scale),
+                                        torch.zeros(1, len(feats.keypoints), 1))
+    rootsift = KF.LAFDescriptor(KF.SIFTDescriptor(patch_size=41, rootsift=True), patch_size=41).eval()
+    with torch.no_grad():
+        root = rootsift(to_grey_tensor(photos.images[:1], None), lafs)[0].numpy()
+    d = feats.descriptors.astype(np.float64)
+    np.testing.assert_allclose(np.sqrt(d / d.sum(axis=1, keepdims=True)), root, atol=1e-4)
+    assert np.abs(d - root).max() > 0.05
 
 
 def test_quantize_colmap_hand_case():
