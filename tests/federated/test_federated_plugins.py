@@ -104,8 +104,16 @@ def test_prr10_noise_scale_and_accuracy(scene, ctx):
     assert protected.utility["laplace_scale"] == pytest.approx(2 / (n_min * 0.2 * 0.1))
     quiet = Prr10(Prr10.Config(key_bits=512, workers=1, local_epochs=30, eps=1e6)).protect(scene.private, scene.public, ctx)
     assert quiet.utility["test_accuracy"] == pytest.approx(quiet.utility["test_accuracy_noise_free"], abs=0.01)
-    assert protected.release.averages.shape[0] == 2
-    GradientLeakage().attack(protected.release, scene.public, ctx)
+    release = protected.release
+    assert isinstance(release, PublishedAverage) and release.averages.shape[0] == 2  # w_0 and one published w_1
+    # Only averages are published: the attacker inverts each as one update, the same estimate for every user
+    # of the round (dphe.md A.2, "as the DPHE case"), in the order of the round's target ids.
+    result = GradientLeakage().attack(release, scene.public, ctx)
+    images, ids = result.estimate["images"], result.estimate["images"].ids
+    assert ids == [i for t in range(release.n_rounds) for i in release.target_ids[t]]
+    assert release.n_rounds == 1 and len(ids) == release.n_users == 3
+    assert all(np.array_equal(images.images[0], images.images[n]) for n in range(1, 3))
+    assert result.metrics["per_user_view"] == 0.0 and result.metrics["estimates"] == 3.0
 
 
 def test_ra12_noise_degrades_the_leak(scene, ctx):

@@ -132,7 +132,7 @@ def test_vocabulary_matching_mma_equals_brute_force(scene, tmp_path):
     rng = np.random.default_rng(cfg.warp_seed)
     fractions: dict[int, list[float]] = {t: [] for t in cfg.thresholds}
     n_pairs = []
-    for i, image in enumerate(private.images):
+    for image in private.images:
         for _ in range(cfg.homographies_per_image):
             hom = random_homography(rng, *image.shape[:2], cfg.homography_strength)
             q = extract_features(Images(image[None], ["q"]), sift)
