@@ -39,7 +39,7 @@ import sqlite3
 import time
 from contextlib import closing
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from vispriv.harness.tracking import Tracker
@@ -139,7 +139,7 @@ class RunClaims:
         """Post a claim of ``cell_hash``; returns its run id."""
         return self.tracker.start_claim(self.experiment_id, self.parent_id, cell_hash, self.owner)
 
-    def rivals(self, cell_hash: str, mine: str) -> list[object]:
+    def rivals(self, cell_hash: str, mine: str) -> list[Any]:
         """The live claims of ``cell_hash`` other than ``mine``; stale ones are deleted on the way."""
         out = []
         for run in self.tracker.claim_runs(self.experiment_id, cell_hash):
