@@ -131,15 +131,16 @@ def load_bundled(names: Sequence[str], size: int) -> Images:
     return Images(np.stack(arrays) if arrays else np.zeros((0, size, size, 3), np.float32), list(names))
 
 
-def grid_crops(images: Images, size: int, grid: int) -> Images:
-    """``grid`` x ``grid`` crops of side ``size`` from each image, half a crop apart.
+def grid_crops(images: Images, size: int, grid: int, disjoint: bool = False) -> Images:
+    """``grid`` x ``grid`` crops of side ``size`` from each image, half a crop apart
+    (``disjoint``: a whole crop apart, so no two crops share a pixel).
 
-    The images must be ``size * (grid + 1) / 2`` pixels square (see :func:`crop_source_size`).
+    The images must be :func:`crop_source_size` pixels square.
     Crop ``(r, c)`` of image ``name`` has id ``name@r,c``. ``grid = 1`` returns the images.
     """
     if grid == 1:
         return images
-    stride = size // 2
+    stride = size if disjoint else size // 2
     crops, ids = [], []
     for img, name in zip(images.images, images.ids):
         for r in range(grid):
@@ -149,9 +150,10 @@ def grid_crops(images: Images, size: int, grid: int) -> Images:
     return Images(np.stack(crops), ids)
 
 
-def crop_source_size(size: int, grid: int) -> int:
-    """Side of the photo that ``grid`` x ``grid`` half-overlapping crops of ``size`` tile exactly."""
-    return size * (grid + 1) // 2
+def crop_source_size(size: int, grid: int, disjoint: bool = False) -> int:
+    """Side of the photo that ``grid`` x ``grid`` crops of ``size`` tile exactly
+    (half-overlapping, or ``disjoint``)."""
+    return size * grid if disjoint else size * (grid + 1) // 2
 
 
 def load_stereo_motorcycle(width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

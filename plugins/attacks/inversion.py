@@ -47,6 +47,23 @@ from vispriv.plugins.descriptor_release.payloads import DescriptorPublic, LdpFea
 from vispriv.plugins.descriptor_release.sift import extract_features
 
 SCENARIO = "descriptor-release"
+#: Gain on the geometry channels, so they are about as large as a unit descriptor's entries.
+GEOMETRY_GAIN = 0.25
+
+
+def geometry_channels(release: RawFeatures | LiftedFeatures | LdpFeatures) -> np.ndarray:
+    """(K, 3) channels of each keypoint's geometry: log2(scale / 8 px), cos and sin of its
+    orientation, times :data:`GEOMETRY_GAIN`. A SIFT descriptor is a histogram of gradients
+    in the keypoint's rotated and scaled frame (Lowe 2004), so without this frame the network
+    cannot tell which way an edge runs in the image."""
+    if release.scales is None or release.orientations is None:
+        raise InputError(
+            "the release carries no keypoint scales/orientations; set the attack's geometry: false "
+            "(or release features made by extract_features)"
+        )
+    theta = np.deg2rad(release.orientations)
+    geo = np.stack([np.log2(release.scales / 8.0), np.cos(theta), np.sin(theta)], axis=1)
+    return (GEOMETRY_GAIN * geo).astype(np.float32)
 
 
 class InversionAttackConfig(PluginConfig):
@@ -59,6 +76,11 @@ class InversionAttackConfig(PluginConfig):
         min_length=1,
         description="image sets the network trains on: public = the attacker's own images (every threat model); "
         "lifting = the defender's photos W was built from (granted by none of ldp-feat.md's threat models: opt-in)",
+    )
+    geometry: bool = Field(
+        True,
+        description="also feed each keypoint's scale and orientation (released beside its location, as COLMAP "
+        "stores them) as 3 channels: log2(scale / 8 px), cos and sin of the orientation, times GEOMETRY_GAIN",
     )
     checkpoint: str | None = Field(None, description="load this checkpoint instead of training")
     grid_images: int = Field(8, ge=1, description="reconstructions shown in the PNG grid")
@@ -97,8 +119,16 @@ class _Inversion(Attack):
     resources: ClassVar[dict[str, float]] = {"cpus": 2}
     config: Any
 
-    def release_features(self, release: Payload) -> SparseFeatures:
+    def channels(self, release: Payload) -> np.ndarray:
+        """(K, C) feature vector of every released keypoint (the attack's reading of the release)."""
         raise NotImplementedError
+
+    def release_features(self, release: Payload) -> SparseFeatures:
+        """The network's sparse input: :meth:`channels` (+ the keypoints' geometry)."""
+        channels = self.channels(release)
+        if self.config.geometry:
+            channels = np.concatenate([channels, geometry_channels(release)], axis=1)
+        return SparseFeatures(release.keypoints, channels, release.image_index, release.image_ids, release.image_size)
 
     def sift(self, public: Payload | None) -> SiftConfig:
         """The SIFT setting of the scene (every party's), unless the config overrides it."""
@@ -162,8 +192,8 @@ class InvertRaw(_Inversion):
     version = "1.0"
     consumes = (RawFeatures,)
 
-    def release_features(self, release: RawFeatures) -> SparseFeatures:
-        return SparseFeatures(release.keypoints, release.descriptors, release.image_index, release.image_ids, release.image_size)
+    def channels(self, release: RawFeatures) -> np.ndarray:
+        return release.descriptors
 
     def public_features(self, variant: Images, release: Payload, public: DescriptorPublic, ctx: CellContext) -> SparseFeatures:
         return self.release_features(extract_features(variant, self.sift(public), ctx.cache))
@@ -184,12 +214,11 @@ class Dia(_Inversion):
     consumes = (LiftedFeatures,)
     Config = DiaConfig
 
-    def release_features(self, release: LiftedFeatures) -> SparseFeatures:
+    def channels(self, release: LiftedFeatures) -> np.ndarray:
         from vispriv.plugins.descriptor_release.subspace import canonical_offsets
 
         offsets = canonical_offsets(release.offsets, release.bases).cpu().numpy().astype(np.float32)
-        channels = np.concatenate([offsets, release.bases.reshape(len(release.bases), -1)], axis=1)
-        return SparseFeatures(release.keypoints, channels, release.image_index, release.image_ids, release.image_size)
+        return np.concatenate([offsets, release.bases.reshape(len(release.bases), -1)], axis=1)
 
     def training_tag(self, release: LiftedFeatures) -> str:
         return f"{self.name}-m{release.m}"
@@ -209,8 +238,7 @@ class Dia(_Inversion):
         if cfg.mode == "sub-hybrid":
             sub = rng.integers(N_SUB_DATABASES, size=len(raw.image_ids))[raw.image_index]
         lifted = lift(raw.descriptors, release.m, cfg.mode, rng, database=database, sub_database=sub)
-        as_release = LiftedFeatures(raw.keypoints, raw.image_index, raw.image_ids, raw.image_size,
-                                    offsets=lifted.offsets, bases=lifted.bases)
+        as_release = LiftedFeatures(**raw.keypoint_fields(), offsets=lifted.offsets, bases=lifted.bases)
         return self.release_features(as_release)
 
 
@@ -237,9 +265,8 @@ class InvertLdp(_Inversion):
     consumes = (LdpFeatures,)
     Config = InvertLdpConfig
 
-    def release_features(self, release: LdpFeatures) -> SparseFeatures:
-        stacked = release.candidates.reshape(len(release.candidates), -1)
-        return SparseFeatures(release.keypoints, stacked, release.image_index, release.image_ids, release.image_size)
+    def channels(self, release: LdpFeatures) -> np.ndarray:
+        return release.candidates.reshape(len(release.candidates), -1)
 
     def training_tag(self, release: LdpFeatures) -> str:
         eps = getattr(release, "epsilon", None)
@@ -274,7 +301,7 @@ class InvertLdp(_Inversion):
             true_ids = defense.quantiser(dictionary, ctx).assign(raw.descriptors)
             ids, _ = ldp.omega_subset(true_ids, len(dictionary), release.m, defense.config.epsilon, rng)
             candidates = dictionary[ids]
-        as_release = LdpFeatures(raw.keypoints, raw.image_index, raw.image_ids, raw.image_size, candidates=candidates)
+        as_release = LdpFeatures(**raw.keypoint_fields(), candidates=candidates)
         return self.release_features(as_release)
 
 

@@ -149,10 +149,7 @@ class LdpFeat(Defense):
         audit = self._audit_naive(ctx) if quant is None else self._audit_dictionary(quant, ctx)
 
         release = LdpFeatures(
-            keypoints=features.keypoints,
-            image_index=features.image_index,
-            image_ids=list(features.image_ids),
-            image_size=features.image_size,
+            **features.keypoint_fields(),
             candidates=candidates,
             candidate_ids=ids,
             epsilon=cfg.epsilon,
@@ -247,7 +244,7 @@ class LdpFeat(Defense):
 
         def protect(raw: RawFeatures) -> LdpFeatures:
             cand, ids = self._privatise(raw.descriptors, quant, rng)[:2]
-            return LdpFeatures(raw.keypoints, raw.image_index, list(raw.image_ids), raw.image_size, cand, ids)
+            return LdpFeatures(**raw.keypoint_fields(), candidates=cand, candidate_ids=ids)
 
         distance = word_distance(quant) if cfg.matching.criterion == "vocabulary" else candidate_distance
         return evaluate_utility(

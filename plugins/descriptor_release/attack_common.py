@@ -28,13 +28,7 @@ def public_database(pub: DescriptorPublic, cfg: PublicDatabaseConfig, cache: Cac
 
 def recovered(release: LiftedFeatures, descriptors: np.ndarray) -> RawFeatures:
     """The recovered descriptors at the release's keypoints (estimate key ``descriptors``; chains into inversion)."""
-    return RawFeatures(
-        keypoints=release.keypoints,
-        image_index=release.image_index,
-        image_ids=list(release.image_ids),
-        image_size=release.image_size,
-        descriptors=descriptors,
-    )
+    return RawFeatures(**release.keypoint_fields(), descriptors=descriptors)
 
 
 def adversarial_count(release: LiftedFeatures, override: int | None, attack: str) -> int | None:

@@ -10,6 +10,7 @@ so that every party's descriptors are comparable.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 
@@ -44,6 +45,14 @@ class BundledImages(Dataset):
         #: photo (taken at ``size * (test_grid + 1) / 2`` px): more samples, so that gaps
         #: between attacks can be told from the standard error (1 = the whole photos).
         test_grid: int = Field(1, ge=1, le=8)
+        #: Crops half-overlapping (``half``, as many crops as possible; neighbours share pixels,
+        #: so the effective sample size is smaller than the crop count) or disjoint (``full``,
+        #: independent crops: honest standard errors). The photo is sized to fit the grid.
+        test_stride: Literal["half", "full"] = "half"
+        #: Side of the lifting and public photos. ``None`` = the side the test photos are
+        #: cropped from, so every party sees the same pixel scale (a keypoint's scale and the
+        #: inversion network's receptive field then mean the same thing in training and test).
+        public_size: int | None = Field(None, ge=32, le=4096)
 
     name = "bundled-images"
     version = "1.0"
@@ -55,9 +64,12 @@ class BundledImages(Dataset):
     )
 
     def load(self, ctx: CellContext) -> Scene:
-        size, grid = self.config.size, self.config.test_grid
-        public = DescriptorPublic(load_split("lifting", size), load_split("public", size), self.config.sift)
-        private = grid_crops(load_split("test", crop_source_size(size, grid)), size, grid)
+        cfg = self.config
+        size, grid, full = cfg.size, cfg.test_grid, cfg.test_stride == "full"
+        source = crop_source_size(size, grid, disjoint=full)
+        side = cfg.public_size or source
+        public = DescriptorPublic(load_split("lifting", side), load_split("public", side), cfg.sift)
+        private = grid_crops(load_split("test", source), size, grid, disjoint=full)
         return Scene(private=private, public=public)
 
 

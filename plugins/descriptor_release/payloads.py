@@ -4,6 +4,11 @@ Features of many images are stored flat: row ``i`` of every per-keypoint array b
 image ``image_index[i]`` (an index into ``image_ids``). Flat arrays let the hot paths
 (point-to-subspace distances, nearest-neighbour search) run as batched matrix products.
 Keypoints are (x, y) pixel coordinates in an image of size ``image_size`` = (H, W).
+Each keypoint may also carry its detector scale (pixels, the LAF scale) and orientation
+(degrees): COLMAP stores and releases both beside the location, and every defense of
+ldp-feat.md protects the descriptor only, so the geometry travels from the raw features
+into every release and every estimate built on one (``None`` when unknown, e.g. for
+features made outside :func:`~vispriv.plugins.descriptor_release.sift.extract_features`).
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ class _Keypointed(Payload):
     image_index: np.ndarray
     image_ids: list[str]
     image_size: tuple[int, int]
+    scales: np.ndarray | None = field(default=None, kw_only=True)
+    orientations: np.ndarray | None = field(default=None, kw_only=True)
 
     def _check_common(self) -> None:
         self.keypoints = np.asarray(self.keypoints, dtype=np.float32).reshape(-1, 2)
@@ -42,6 +49,27 @@ class _Keypointed(Payload):
         _check_rows("image_index", self.image_index, len(self.keypoints))
         if len(self.image_index) and (self.image_index.min() < 0 or self.image_index.max() >= len(self.image_ids)):
             raise InputError("image_index points outside image_ids")
+        if (self.scales is None) != (self.orientations is None):
+            raise InputError("keypoint scales and orientations come together (both or neither)")
+        if self.scales is not None:
+            self.scales = np.asarray(self.scales, dtype=np.float32).reshape(-1)
+            self.orientations = np.asarray(self.orientations, dtype=np.float32).reshape(-1)
+            _check_rows("scales", self.scales, len(self.keypoints))
+            _check_rows("orientations", self.orientations, len(self.keypoints))
+            if np.any(self.scales <= 0):
+                raise InputError("keypoint scales must be positive pixels")
+
+    def keypoint_fields(self) -> dict:
+        """Where the keypoints are (location, image, size, scale, orientation): what a payload
+        built on this one's keypoints copies."""
+        return {
+            "keypoints": self.keypoints,
+            "image_index": self.image_index,
+            "image_ids": list(self.image_ids),
+            "image_size": self.image_size,
+            "scales": self.scales,
+            "orientations": self.orientations,
+        }
 
     @property
     def n_keypoints(self) -> int:

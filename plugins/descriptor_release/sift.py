@@ -23,6 +23,9 @@ Choices, all in :class:`SiftConfig`:
   resizes every image (anti-aliased) to a square of that side before extraction, else the
   images are used at their own size. Keypoints are (x, y) pixels of the extraction frame,
   recorded in ``RawFeatures.image_size`` = (H, W).
+* **Geometry**: each keypoint's LAF scale (pixels) and orientation (degrees, kornia's
+  convention) are kept beside its location (``RawFeatures.scales`` / ``.orientations``);
+  dense keypoints have ``dense_scale`` and orientation 0.
 * An image without any keypoint (a flat grey image) contributes no rows: it keeps its id in
   ``image_ids`` and ``rows_of(i)`` is empty. That is a documented skip, not an error.
 """
@@ -46,7 +49,7 @@ if TYPE_CHECKING:  # torch is imported where it runs: listing plugins must not l
     import torch
 
 #: Version of the extraction code, part of every cache key.
-SIFT_VERSION = "1.0"
+SIFT_VERSION = "1.1"
 
 __all__ = ["MIN_IMAGE_SIDE", "SiftConfig", "extract_features", "l2_normalise", "quantize_colmap"]
 
@@ -107,9 +110,9 @@ def dense_grid(height: int, width: int, step: int, margin: float) -> np.ndarray:
     return np.stack([gx.ravel(), gy.ravel()], axis=1)
 
 
-def _extract_one_dog(img: torch.Tensor, cfg: SiftConfig) -> tuple[np.ndarray, np.ndarray]:
+def _extract_one_dog(img: torch.Tensor, cfg: SiftConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     import torch
-    from kornia.feature import get_laf_center
+    from kornia.feature import get_laf_center, get_laf_orientation, get_laf_scale
 
     extractor = _dog_extractor(cfg.max_keypoints, cfg.descriptor_backend, cfg.upright)
     with torch.no_grad():
@@ -117,17 +120,18 @@ def _extract_one_dog(img: torch.Tensor, cfg: SiftConfig) -> tuple[np.ndarray, np
     resp = responses[0].abs().numpy()
     d = desc[0].numpy()
     keep = (resp > cfg.response_threshold) & (np.linalg.norm(d, axis=1) > 0)
-    return get_laf_center(lafs)[0].numpy()[keep], d[keep]
+    geometry = np.stack([get_laf_scale(lafs)[0, :, 0, 0].numpy(), get_laf_orientation(lafs)[0, :, 0].numpy()], axis=1)
+    return get_laf_center(lafs)[0].numpy()[keep], d[keep], geometry[keep]
 
 
-def _extract_one_dense(img: torch.Tensor, cfg: SiftConfig) -> tuple[np.ndarray, np.ndarray]:
+def _extract_one_dense(img: torch.Tensor, cfg: SiftConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     import torch
     from kornia.feature import laf_from_center_scale_ori
 
     h, w = img.shape[-2:]
     centres = dense_grid(h, w, cfg.dense_step, margin=cfg.dense_scale / 2)[: cfg.max_keypoints]
     if len(centres) == 0:
-        return centres, np.zeros((0, DESCRIPTOR_DIM), np.float32)
+        return centres, np.zeros((0, DESCRIPTOR_DIM), np.float32), np.zeros((0, 2), np.float32)
     c = torch.from_numpy(centres)[None]
     scale = torch.full((1, len(centres), 1, 1), float(cfg.dense_scale))
     ori = torch.zeros(1, len(centres), 1)
@@ -135,7 +139,8 @@ def _extract_one_dense(img: torch.Tensor, cfg: SiftConfig) -> tuple[np.ndarray, 
         desc = _patch_descriptor()(img[None], laf_from_center_scale_ori(c, scale, ori))
     d = desc[0].numpy()
     keep = np.linalg.norm(d, axis=1) > 0
-    return centres[keep], d[keep]
+    geometry = np.stack([np.full(len(centres), cfg.dense_scale, np.float32), np.zeros(len(centres), np.float32)], axis=1)
+    return centres[keep], d[keep], geometry[keep]
 
 
 @contextmanager
@@ -154,12 +159,13 @@ def single_thread() -> Iterator[None]:
 def _extract(images: Images, cfg: SiftConfig) -> dict[str, np.ndarray]:
     grey = to_grey_tensor(images.images, cfg.image_size)
     one = _extract_one_dog if cfg.detector == "dog" else _extract_one_dense
-    kps, descs, index = [], [], []
+    kps, descs, geoms, index = [], [], [], []
     for i in range(len(grey)):
         with single_thread():
-            k, d = one(grey[i], cfg)
+            k, d, g = one(grey[i], cfg)
         kps.append(k.astype(np.float32))
         descs.append(d.astype(np.float32))
+        geoms.append(g.astype(np.float32))
         index.append(np.full(len(k), i, np.int64))
     descriptors = np.concatenate(descs) if descs else np.zeros((0, DESCRIPTOR_DIM), np.float32)
     descriptors = quantize_colmap(descriptors) if cfg.quantize else l2_normalise(descriptors)
@@ -167,6 +173,7 @@ def _extract(images: Images, cfg: SiftConfig) -> dict[str, np.ndarray]:
         "keypoints": np.concatenate(kps).reshape(-1, 2) if kps else np.zeros((0, 2), np.float32),
         "descriptors": descriptors,
         "image_index": np.concatenate(index) if index else np.zeros(0, np.int64),
+        "geometry": np.concatenate(geoms).reshape(-1, 2) if geoms else np.zeros((0, 2), np.float32),
         "size": np.array(grey.shape[-2:], np.int64),
     }
 
@@ -196,4 +203,6 @@ def extract_features(images: Images, cfg: SiftConfig, cache: Cache | None = None
         image_ids=list(images.ids),
         image_size=(int(arrays["size"][0]), int(arrays["size"][1])),
         descriptors=arrays["descriptors"],
+        scales=arrays["geometry"][:, 0],
+        orientations=arrays["geometry"][:, 1],
     )

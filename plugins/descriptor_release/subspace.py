@@ -358,10 +358,7 @@ def lift_features(
     subs = sub_database_of(raw.image_ids, seed)[raw.image_index] if mode == "sub-hybrid" else None
     lifting = lift(raw.descriptors, m, mode, np.random.default_rng(seed), database=database, sub_database=subs)
     release = LiftedFeatures(
-        keypoints=raw.keypoints,
-        image_index=raw.image_index,
-        image_ids=list(raw.image_ids),
-        image_size=raw.image_size,
+        **raw.keypoint_fields(),
         offsets=lifting.offsets,
         bases=lifting.bases,
         database=database if publish_database else None,

@@ -16,6 +16,23 @@ def test_test_grid_gives_half_overlapping_crops_of_the_test_photos():
     assert np.array_equal(scene.private.images[1], photo[0:32, 16:48])
     whole = load_split("test", 32)
     assert grid_crops(whole, 32, 1) is whole
+    # The attacker's and defender's photos are at the test photos' pixel scale by default.
+    assert scene.public.public.images.shape[1:3] == (64, 64)
+    assert scene.public.lifting.images.shape[1:3] == (64, 64)
+
+
+def test_disjoint_test_grid_shares_no_pixel_and_public_size_overrides():
+    from vispriv.harness import Cache, CellContext
+    from vispriv.plugins.descriptor_release.datasets import BundledImages
+    from vispriv.plugins.descriptor_release.splits import load_split
+
+    cfg = BundledImages.Config(size=32, test_grid=2, test_stride="full", public_size=40)
+    scene = BundledImages(cfg).load(CellContext(cache=Cache(None)))
+    photo = load_split("test", 64).images[0]
+    crops = scene.private.images[:4]
+    tiled = np.concatenate([np.concatenate(crops[:2], axis=1), np.concatenate(crops[2:], axis=1)], axis=0)
+    np.testing.assert_array_equal(tiled, photo)
+    assert scene.public.public.images.shape[1:3] == (40, 40)
 
 
 def test_warps_accept_read_only_images():

@@ -68,7 +68,10 @@ def test_affine_lifting_release_hides_descriptors(lifted):
     rel, truth = lifted.release, lifted.truth
     assert isinstance(rel, LiftedFeatures) and rel.m == 2 and rel.database.shape == (256, 128)
     fields = {f.name for f in dataclasses.fields(rel)}
-    assert fields == {"keypoints", "image_index", "image_ids", "image_size", "offsets", "bases", "database", "mode"}
+    assert fields == {"keypoints", "image_index", "image_ids", "image_size", "scales", "orientations",
+                      "offsets", "bases", "database", "mode"}
+    # the keypoints' geometry is released in the clear, like their location
+    np.testing.assert_array_equal(rel.scales, truth["descriptors"].scales)
     assert rel.mode == "sub-hybrid"  # public, like m
     d = truth["descriptors"].descriptors
     assert np.min(np.linalg.norm(rel.offsets - d, axis=1)) > 1e-3  # offset is re-parameterised

@@ -8,7 +8,7 @@ import pytest
 from vispriv.harness import Cache, CellContext, Images
 from vispriv.harness.errors import InputError
 from vispriv.plugins.attacks.inversion import Dia, InvertLdp, InvertRaw, MeanImage
-from vispriv.plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, LiftedFeatures
+from vispriv.plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, LiftedFeatures, RawFeatures
 from vispriv.plugins.descriptor_release.sift import SiftConfig, extract_features
 from vispriv.plugins.descriptor_release.splits import load_split
 from vispriv.plugins.descriptor_release.subspace import lift
@@ -53,7 +53,7 @@ def test_invert_raw_estimates_every_image_and_second_run_loads_the_checkpoint(sc
     np.testing.assert_allclose(third.estimate["images"].images, est.images, atol=1e-6)
     lifted = _lifted(raw, 2)
     dia = Dia(Dia.Config(sift=SIFT, network=NET, train_on=("public",), checkpoint=str(path), mode="random"))
-    with pytest.raises(InputError, match="384 channels but the inversion network expects 128"):
+    with pytest.raises(InputError, match="387 channels but the inversion network expects 131"):
         dia.attack(lifted, public, CellContext(seed=0, quiet=True))
 
 
@@ -69,15 +69,14 @@ def test_bad_public_and_release_types(scene, tmp_path):
 
 def _lifted(raw, m):
     lifting = lift(raw.descriptors, m, "random", np.random.default_rng(0))
-    return LiftedFeatures(raw.keypoints, raw.image_index, raw.image_ids, raw.image_size,
-                          offsets=lifting.offsets, bases=lifting.bases)
+    return LiftedFeatures(**raw.keypoint_fields(), offsets=lifting.offsets, bases=lifting.bases)
 
 
 def test_dia_reads_offset_and_basis_channels(scene, tmp_path):
     test, public, raw = scene
     attack = Dia(Dia.Config(sift=SIFT, network=NET, train_on=("public",), mode="random"))
     feats = attack.release_features(_lifted(raw, 2))
-    assert feats.channels == 3 * 128
+    assert feats.channels == 3 * 128 + 3  # offset, 2 basis vectors, scale/cos/sin
     result = attack.attack(_lifted(raw, 2), public, ctx_for(tmp_path))
     assert result.estimate["images"].images.shape == (len(test.ids), SIZE, SIZE, 1)
 
@@ -86,11 +85,11 @@ def test_invert_ldp_stacks_m_candidates(scene, tmp_path):
     test, public, raw = scene
     rng = np.random.default_rng(0)
     cands = rng.normal(size=(raw.n_keypoints, 2, 128)).astype(np.float32)
-    release = LdpFeatures(raw.keypoints, raw.image_index, raw.image_ids, raw.image_size, candidates=cands)
+    release = LdpFeatures(**raw.keypoint_fields(), candidates=cands)
     attack = InvertLdp(InvertLdp.Config(sift=SIFT, network=NET, train_on=("public",), dictionary_size=16))
     feats = attack.release_features(release)
-    assert feats.channels == 256
-    np.testing.assert_array_equal(feats.features[:, 128:], cands[:, 1])
+    assert feats.channels == 256 + 3
+    np.testing.assert_array_equal(feats.features[:, 128:256], cands[:, 1])
     result = attack.attack(release, public, ctx_for(tmp_path))
     assert result.estimate["images"].images.shape == (len(test.ids), SIZE, SIZE, 1)
 
@@ -123,3 +122,21 @@ def test_networks_train_only_on_the_attackers_public_images_by_default(scene, tm
     granted = InvertRaw(InvertRaw.Config(sift=SIFT, network=NET, train_on=("public", "lifting")))
     ids = [i for images, _ in granted.training_sets(raw, public, ctx) for i in images.ids]
     assert sum(i.startswith("lifting/") for i in ids) == len(public.lifting.ids)  # only on explicit request
+
+
+def test_geometry_channels_by_hand_and_switch():
+    """log2(scale / 8), cos and sin of the orientation, times the gain; geometry: false drops them."""
+    from vispriv.plugins.attacks.inversion import GEOMETRY_GAIN
+
+    desc = np.eye(2, 128, dtype=np.float32)
+    raw = RawFeatures(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([0, 0]), ["a"], (8, 8), desc,
+                      scales=np.array([8.0, 32.0]), orientations=np.array([0.0, 90.0]))
+    feats = InvertRaw(InvertRaw.Config(network=NET)).release_features(raw)
+    np.testing.assert_allclose(feats.features[:, 128:], GEOMETRY_GAIN * np.array([[0, 1, 0], [2, 0, 1]]), atol=1e-6)
+    np.testing.assert_array_equal(feats.features[:, :128], desc)
+    assert InvertRaw(InvertRaw.Config(network=NET, geometry=False)).release_features(raw).channels == 128
+    bare = RawFeatures(raw.keypoints, raw.image_index, ["a"], (8, 8), desc)
+    with pytest.raises(InputError, match="geometry: false"):
+        InvertRaw(InvertRaw.Config(network=NET)).release_features(bare)
+    with pytest.raises(InputError, match="both or neither"):
+        RawFeatures(raw.keypoints, raw.image_index, ["a"], (8, 8), desc, scales=np.array([8.0, 8.0]))

@@ -50,7 +50,7 @@ def test_release_is_m_subsets_of_the_public_dictionary(scene, tmp_path):
     assert isinstance(rel, LdpFeatures) and rel.m == 3 and rel.n_keypoints > 50
     assert np.array_equal(rel.candidates, k[rel.candidate_ids])
     assert all(len(set(r)) == 3 for r in rel.candidate_ids.tolist())
-    assert set(vars(rel)) == {"keypoints", "image_index", "image_ids", "image_size", "candidates", "candidate_ids",
+    assert set(vars(rel)) == {"keypoints", "image_index", "image_ids", "image_size", "scales", "orientations", "candidates", "candidate_ids",
                               "epsilon", "dictionary_size"}
     assert rel.epsilon == 2.0 and rel.dictionary_size == d.config.dictionary_size
     assert isinstance(out.truth["descriptors"], RawFeatures) and out.truth["images"] is private

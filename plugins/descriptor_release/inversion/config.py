@@ -29,6 +29,9 @@ class InversionConfig(PluginConfig):
     lr: float = Field(2e-3, gt=0)
     ssim_weight: float = Field(1.0, ge=0, description="weight of the (1 - SSIM) term beside L1")
     l1_weight: float = Field(1.0, ge=0)
+    gradient_weight: float = Field(
+        0.0, ge=0, description="weight of an L1 term on image gradients (kornia spatial_gradient): rewards edges"
+    )
     ssim_window: int = Field(7, ge=3)
     keep_min: float = Field(0.05, gt=0, le=1, description="keep a random keep_min..keep_max share of keypoints")
     keep_max: float = Field(1.0, gt=0, le=1)
@@ -48,8 +51,8 @@ class InversionConfig(PluginConfig):
             raise ValueError(f"crop ({self.crop}) must be a multiple of the network stride 2**depth = {2**self.depth}")
         if not self.scales or any(s <= 0 for s in self.scales):
             raise ValueError(f"scales must be positive factors; got {self.scales}")
-        if self.l1_weight == 0 and self.ssim_weight == 0:
-            raise ValueError("at least one of l1_weight and ssim_weight must be > 0")
+        if self.l1_weight == 0 and self.ssim_weight == 0 and self.gradient_weight == 0:
+            raise ValueError("at least one of l1_weight, ssim_weight and gradient_weight must be > 0")
         return self
 
     @property

@@ -1,8 +1,10 @@
-"""Lightning module of the inversion network: L1 + SSIM loss, AdamW, one-cycle schedule.
+"""Lightning module of the inversion network: L1 + SSIM (+ gradient) loss, AdamW, one-cycle.
 
 [30] trains with L1 + a VGG16 perceptual loss (+ an adversarial refinement stage); no
 pretrained VGG can be downloaded here, so the perceptual term is replaced by a
-structural one, 1 - SSIM (kornia), which is also what the evaluation scores.
+structural one, 1 - SSIM (kornia), which is also what the evaluation scores, and
+optionally an L1 term on the images' Sobel gradients (kornia ``spatial_gradient``), which
+penalises blurred edges that L1 on intensities forgives.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Any
 
 import lightning as L
 import torch
+from kornia.filters import spatial_gradient
 from kornia.losses import ssim_loss
 from torch.nn import functional as F
 
@@ -30,6 +33,7 @@ class InversionModule(L.LightningModule):
         l1_weight: float,
         ssim_weight: float,
         ssim_window: int,
+        gradient_weight: float = 0.0,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -46,6 +50,8 @@ class InversionModule(L.LightningModule):
         if hp.ssim_weight:
             # kornia's ssim_loss is (1 - SSIM) / 2.
             total = total + hp.ssim_weight * 2 * ssim_loss(pred, target, hp.ssim_window, max_val=1.0)
+        if hp.gradient_weight:
+            total = total + hp.gradient_weight * F.l1_loss(spatial_gradient(pred), spatial_gradient(target))
         return total
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:

@@ -81,6 +81,7 @@ def _fit(sets: list[tuple[Images, SparseFeatures]], out_channels: int, cfg: Inve
         l1_weight=cfg.l1_weight,
         ssim_weight=cfg.ssim_weight,
         ssim_window=cfg.ssim_window,
+        gradient_weight=cfg.gradient_weight,
     )
     for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
         logging.getLogger(name).setLevel(logging.ERROR)
