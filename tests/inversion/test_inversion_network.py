@@ -64,6 +64,23 @@ def test_scatter_averages_duplicates_and_marks_occupancy():
     assert float(m.sum()) == pytest.approx(2 + 3 + 1 + 5 + 6 + 1)
 
 
+def test_splat_paints_a_disc_inside_its_own_image_and_averages_overlaps():
+    """Radius 1 = the centre and its 4 neighbours; pixels off the image are dropped, not
+    wrapped onto the next row or image; where two discs meet the values average."""
+    values = torch.tensor([[2.0], [4.0]])
+    # image 0: keypoint at (row 1, col 1); image 1: keypoint at the corner (0, 0)
+    index = torch.from_numpy(flat_pixel_index(np.array([0, 1]), np.array([1, 0]), np.array([1, 0]), 3, 3))
+    m = scatter_to_map(values, index, 2, 3, 3, radius=1)
+    plus = torch.tensor([[0, 1, 0], [1, 1, 1], [0, 1, 0]], dtype=torch.float32)
+    assert torch.equal(m[0, 0], 2 * plus) and torch.equal(m[0, 1], plus)
+    corner = torch.tensor([[1, 1, 0], [1, 0, 0], [0, 0, 0]], dtype=torch.float32)
+    assert torch.equal(m[1, 0], 4 * corner) and torch.equal(m[1, 1], corner)
+    both = torch.from_numpy(flat_pixel_index(np.array([0, 0]), np.array([1, 1]), np.array([0, 2]), 3, 3))
+    m = scatter_to_map(values, both, 1, 3, 3, radius=1)
+    assert float(m[0, 0, 1, 1]) == pytest.approx(3.0)  # both discs cover the centre
+    assert float(m[0, 0, 1, 0]) == pytest.approx(2.0) and float(m[0, 0, 1, 2]) == pytest.approx(4.0)
+
+
 def test_unet_shape_range_and_projection_is_bias_free():
     net = SparseUNet(16, 1, depth=3, width=8, projection=4).eval()
     assert net.project.bias is None

@@ -23,6 +23,10 @@ class InversionConfig(PluginConfig):
     head_layers: int = Field(2, ge=0, le=4, description="full-resolution 3x3 layers before the output ([30]: 2)")
     projection: int = Field(32, ge=0, description="bias-free 1x1 projection of each feature; 0 = none")
     feature_scale: float = Field(8.0, gt=0, description="multiplier on feature values before the network")
+    splat_radius: int = Field(
+        3, ge=0, le=16,
+        description="write each keypoint's vector on a disc of this radius (pixels) instead of one pixel (0 = [30]'s one pixel)",
+    )
     color: bool = Field(False, description="reconstruct RGB (SIFT carries no colour: grey is the honest default)")
     steps: int = Field(1200, ge=1, description="optimiser steps (x batch_size images seen); 1200 x 8 = 9,600 images separate Table 1 on 2 CPU cores in ~5 min")
     batch_size: int = Field(8, ge=1)
@@ -68,4 +72,5 @@ class InversionConfig(PluginConfig):
             "projection": self.projection,
             "feature_scale": self.feature_scale,
             "head_layers": self.head_layers,
+            "splat_radius": self.splat_radius,
         }

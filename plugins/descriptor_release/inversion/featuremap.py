@@ -6,6 +6,12 @@ H*W*C floats per image; here the (optional, bias-free) 1x1 projection of
 reference-notes.md is applied to the K feature vectors first and only the projected
 vectors are scattered, which is the same linear map at a fraction of the cost.
 Several keypoints on one pixel are averaged; a last channel marks occupied pixels.
+
+Splatting (``radius`` > 0): each keypoint's vector is written on every pixel of a disc of
+that radius around it (pixels outside the image are dropped; overlapping discs average).
+A SIFT descriptor describes a region around its keypoint, not a pixel; with one pixel per
+keypoint the network learnt the mean image plus a dot per keypoint even on its own
+training photos (docs/inversion.md, session 4), with discs of radius 3 it draws regions.
 """
 
 from __future__ import annotations
@@ -70,13 +76,39 @@ def flat_pixel_index(batch: np.ndarray, rows: np.ndarray, cols: np.ndarray, heig
     return (np.asarray(batch, np.int64) * height + np.asarray(rows, np.int64)) * width + np.asarray(cols, np.int64)
 
 
-def scatter_to_map(values: torch.Tensor, flat_index: torch.Tensor, batch: int, height: int, width: int) -> torch.Tensor:
-    """(B, C+1, H, W) map: mean of ``values`` (K, C) per pixel, plus an occupancy channel."""
+def disc_offsets(radius: int) -> np.ndarray:
+    """(n, 2) integer (row, col) offsets of the pixels within ``radius`` of a centre."""
+    dy, dx = np.mgrid[-radius : radius + 1, -radius : radius + 1]
+    inside = dy**2 + dx**2 <= radius**2
+    return np.stack([dy[inside], dx[inside]], axis=1)
+
+
+def splat(values: torch.Tensor, flat_index: torch.Tensor, height: int, width: int, radius: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each (value, pixel) repeated on the pixels of a disc of ``radius`` inside its image."""
+    import torch
+    offsets = torch.from_numpy(disc_offsets(radius)).to(flat_index.device)
+    image, pixel = flat_index // (height * width), flat_index % (height * width)
+    rows = (pixel // width)[:, None] + offsets[None, :, 0]
+    cols = (pixel % width)[:, None] + offsets[None, :, 1]
+    inside = (rows >= 0) & (rows < height) & (cols >= 0) & (cols < width)
+    index = (image[:, None] * height + rows) * width + cols
+    source = torch.arange(len(values), device=values.device)[:, None].expand_as(index)
+    return values[source[inside]], index[inside]
+
+
+def scatter_to_map(
+    values: torch.Tensor, flat_index: torch.Tensor, batch: int, height: int, width: int, radius: int = 0
+) -> torch.Tensor:
+    """(B, C+1, H, W) map: mean of ``values`` (K, C) per pixel (on a disc of ``radius``
+    around each keypoint when > 0), plus an occupancy channel."""
     import torch
     k, c = values.shape
     n_pix = batch * height * width
     if k and (int(flat_index.min()) < 0 or int(flat_index.max()) >= n_pix):
         raise InputError("keypoint pixel index outside the feature map")
+    if radius > 0 and k:
+        values, flat_index = splat(values, flat_index, height, width, radius)
+        k = len(values)
     ones = torch.ones(k, 1, dtype=values.dtype, device=values.device)
     summed = torch.zeros(n_pix, c + 1, dtype=values.dtype, device=values.device)
     summed.index_add_(0, flat_index, torch.cat([values, ones], dim=1))

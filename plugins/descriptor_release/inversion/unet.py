@@ -44,12 +44,14 @@ class SparseUNet(nn.Module):
         projection: int = 32,
         feature_scale: float = 8.0,
         head_layers: int = 2,
+        splat_radius: int = 0,
     ) -> None:
         super().__init__()
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.depth = depth
         self.feature_scale = feature_scale
+        self.splat_radius = splat_radius
         self.project = nn.Linear(in_channels, projection, bias=False) if projection else None
         map_channels = (projection or in_channels) + 1
         widths = [min(width * 2**i, max_width) for i in range(depth)]
@@ -85,7 +87,7 @@ class SparseUNet(nn.Module):
         values = features * self.feature_scale
         if self.project is not None:
             values = self.project(values)
-        x = scatter_to_map(values, flat_index, batch, height, width)
+        x = scatter_to_map(values, flat_index, batch, height, width, self.splat_radius)
         ph, pw = (-height) % self.stride, (-width) % self.stride
         if ph or pw:
             x = F.pad(x, (0, pw, 0, ph))
