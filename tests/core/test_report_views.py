@@ -245,10 +245,9 @@ def test_child_run_times_are_the_cells_run_time(toy_registry, tracker, tmp_path)
     result = run_matrix(cfg, build_matrix(cfg, toy_registry), tracker, quiet=True, cache_dir=str(tmp_path / "cache"))
     ((_cell, outcome),) = result.finished
     (run,) = tracker.cell_runs(tracker.experiment_id("toy", create=False))
-    duration_ms = run.info.end_time - run.info.start_time
-    assert run.data.tags["vispriv.seconds"] == f"{outcome.seconds:.2f}"  # the logged duration is the measured one
-    assert abs(duration_ms - 1000 * outcome.seconds) <= 2  # the cell's time, not the logging's
-    assert run.info.start_time == outcome.start_ms
+    # MLflow's start/end are the cell's own clock readings, not the logging's
+    assert (run.info.start_time, run.info.end_time) == (outcome.start_ms, outcome.end_ms)
+    assert run.data.tags["vispriv.seconds"] == f"{outcome.seconds:.2f}"
 
 
 def test_report_command_draws_frontiers(run_cli, write_config, tmp_path):

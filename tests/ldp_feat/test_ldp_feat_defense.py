@@ -131,7 +131,7 @@ def test_vocabulary_matching_mma_equals_brute_force(scene, tmp_path):
 
     rng = np.random.default_rng(cfg.warp_seed)
     fractions: dict[int, list[float]] = {t: [] for t in cfg.thresholds}
-    n_pairs = []
+    n_pairs, all_errors = [], []
     for image in private.images:
         for _ in range(cfg.homographies_per_image):
             hom = random_homography(rng, *image.shape[:2], cfg.homography_strength)
@@ -145,12 +145,14 @@ def test_vocabulary_matching_mma_equals_brute_force(scene, tmp_path):
                         x, y, z = hom @ np.array([*q.keypoints[a], 1.0])
                         errors.append(math.hypot(x / z - r.keypoints[b][0], y / z - r.keypoints[b][1]))
             n_pairs.append(len(errors))
+            all_errors += errors
             for t in cfg.thresholds:
                 fractions[t].append(sum(e <= t for e in errors) / len(errors) if errors else 0.0)
     assert out.utility["hpatches_n_matches"] == pytest.approx(np.mean(n_pairs)) and min(n_pairs) > 0
     for t in cfg.thresholds:
         assert out.utility[f"hpatches_mma_{t}px"] == pytest.approx(np.mean(fractions[t]), abs=1e-12), t
-    assert 0 < out.utility["hpatches_mma_5px"] < 1  # a case where the fraction is not trivially 0 or 1
+    # a case with both right and wrong word matches, so the fractions are not trivially 0 or 1
+    assert min(all_errors) <= 1.0 and max(all_errors) > 5.0
 
 
 def test_vocabulary_words_of_the_naive_domain_are_exact_vectors():
