@@ -62,3 +62,32 @@ def save_csv(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
         writer.writeheader()
         writer.writerows(rows)
     return path
+
+
+#: File name of a reconstruction sample (see :func:`save_reconstruction_sample`).
+RECONSTRUCTION_SAMPLE = "reconstruction_sample.npz"
+
+
+def spread_indices(n: int, k: int) -> np.ndarray:
+    """``min(n, k)`` indices spread evenly over ``range(n)`` (first and last included)."""
+    if n <= 0 or k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.unique(np.round(np.linspace(0, n - 1, min(n, k))).astype(np.int64))
+
+
+def save_reconstruction_sample(path: Path, ids: Sequence[str], truth: np.ndarray, estimate: np.ndarray) -> Path:
+    """Save a few (truth, estimate) image pairs as 8-bit arrays for the report's side-by-side gallery.
+
+    ``truth`` and ``estimate`` are (N, H, W, C) in [0, 1] with the same shape. The report
+    (:func:`vispriv.harness.report_gallery.gallery_png`) stacks the samples of every cell
+    that shows the same ids, one row per cell, under one row of truths.
+    """
+    truth, estimate = np.asarray(truth), np.asarray(estimate)
+    if truth.shape != estimate.shape or truth.ndim != 4 or len(ids) != len(truth):
+        raise ValueError(f"truth {truth.shape} and estimate {estimate.shape} must both be (N, H, W, C) with N = {len(ids)} ids")
+    np.savez_compressed(path, ids=np.asarray(list(ids), dtype=str), truth=_as_uint8(truth), estimate=_as_uint8(estimate))
+    return path
+
+
+def _as_uint8(images: np.ndarray) -> np.ndarray:
+    return np.round(np.clip(images, 0, 1) * 255).astype(np.uint8)

@@ -465,6 +465,7 @@ def write_report(
     grids_per_scenario: int = 24,
     cell_hashes: set[str] | None = None,
     frontiers: list[tuple[str, str]] | None = None,
+    gallery: bool = True,
 ) -> ReportFiles:
     """Write tables, heatmaps and curves for ``experiment`` into ``out_dir``.
 
@@ -475,8 +476,10 @@ def write_report(
     attack x defense pivots with parameter tables, the readable view of a sweep.
     ``frontiers`` (``(utility, privacy)`` metric pairs) add a privacy-utility frontier
     per scenario (:mod:`vispriv.harness.report_frontier`), first in the report.
+    ``gallery``: stack the reconstruction samples the cells logged, one row per cell
+    (:mod:`vispriv.harness.report_gallery`).
     """
-    from vispriv.harness import report_frontier, report_html
+    from vispriv.harness import report_frontier, report_gallery, report_html
 
     formats = formats or ["md"]
     rows = collect(tracker, experiment, parent_id, cell_hashes)
@@ -518,6 +521,10 @@ def write_report(
             files.append(png)
             md_parts.append(f"\n**{yname} vs {x}**\n\n![{yname} vs {x}]({png.name})\n")
             curve_figs.append((f"{yname} vs {x}", png.name))
+    galleries = report_gallery.gallery_pngs(report_gallery.collect_samples(tracker, rows), out_dir) if gallery else []
+    for scenario, png in galleries:
+        files.append(png)
+        md_parts.append(f"\n**Reconstructions side by side ({scenario})**: truths, then each cell, best first\n\n![gallery {scenario}]({png.name})\n")
     markdown = "\n".join(md_parts)
     if "md" in formats:
         files.append(_write(out_dir / "report.md", markdown))
@@ -529,6 +536,9 @@ def write_report(
         for scenario, grids in report_html.copy_grids(tracker, rows, out_dir, grids_per_scenario).items():
             sections.setdefault(scenario, report_html.Section(scenario)).grids = grids
             files.extend(out_dir / g.src for g in grids)
+        for scenario, png in galleries:
+            gallery_grid = report_html.Grid(png.name, f"reconstructions side by side ({scenario}): truths, then each cell, best first")
+            sections.setdefault(scenario, report_html.Section(scenario)).grids.insert(0, gallery_grid)
         exp_id = str(tracker.experiment_id(experiment, create=False))
         failed = report_html.failed_cells(tracker, exp_id, {r.cell_hash for r in rows}, parent_id)
         page = report_html.page(experiment, command, tracker.uri, rows,

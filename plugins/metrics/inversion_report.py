@@ -11,12 +11,22 @@ from __future__ import annotations
 import numpy as np
 
 from vispriv.harness import CellContext, Images, Metric
-from vispriv.harness.artifacts import save_csv, save_image_grid
+from vispriv.harness.artifacts import (
+    RECONSTRUCTION_SAMPLE,
+    save_csv,
+    save_image_grid,
+    save_reconstruction_sample,
+    spread_indices,
+)
 from vispriv.plugins.metrics.image_quality import per_image_quality
 
 
 class ReconstructionReport(Metric):
-    """Writes reconstruction_grid.png and reconstruction_per_image.csv; scores median/min SSIM."""
+    """Writes reconstruction_grid.png, reconstruction_per_image.csv and the report's sample; scores median/min SSIM.
+
+    The grid and the sample show ``max_grid`` images spread evenly over the estimate's
+    ids (e.g. two crops of each of four photos), the same ones in every cell of a dataset.
+    """
 
     name = "reconstruction-report"
     version = "1.0"
@@ -31,11 +41,14 @@ class ReconstructionReport(Metric):
         if ctx.artifact_dir is not None:
             save_csv(ctx.artifact("reconstruction_per_image.csv"), rows)
             index = {id_: i for i, id_ in enumerate(truth.ids)}
-            shown = estimate.ids[: self.max_grid]
+            picked = spread_indices(len(estimate.ids), self.max_grid)
+            shown = [estimate.ids[k] for k in picked]
             originals = truth.images[[index[i] for i in shown]]
-            if estimate.images.shape[-1] == 1:
+            estimates = estimate.images[picked]
+            if estimates.shape[-1] == 1:
                 originals = originals.mean(axis=-1, keepdims=True)
-            save_image_grid(ctx.artifact("reconstruction_grid.png"), [originals, estimate.images[: len(shown)]],
-                            ["original", "reconstruction"], [f"{i}\nSSIM {ssim[k]:.2f}" for k, i in enumerate(shown)])
+            save_image_grid(ctx.artifact("reconstruction_grid.png"), [originals, estimates],
+                            ["original", "reconstruction"], [f"{i}\nSSIM {ssim[k]:.2f}" for k, i in zip(picked, shown)])
+            save_reconstruction_sample(ctx.artifact(RECONSTRUCTION_SAMPLE), shown, originals, estimates)
         return {"ssim_median": float(np.median(ssim)) if len(ssim) else 0.0,
                 "ssim_min": float(ssim.min()) if len(ssim) else 0.0}

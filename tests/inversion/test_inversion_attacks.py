@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from vispriv.harness import Cache, CellContext, Images
+from vispriv.harness.artifacts import spread_indices
 from vispriv.harness.errors import InputError
 from vispriv.plugins.attacks.inversion import Dia, InvertLdp, InvertRaw, MeanImage
 from vispriv.plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, LiftedFeatures, RawFeatures
@@ -107,6 +108,12 @@ def test_mean_image_and_reconstruction_report(scene, tmp_path):
     assert perfect["ssim_min"] == pytest.approx(1.0)
     assert (tmp_path / "art" / "reconstruction_grid.png").stat().st_size > 0
     assert (tmp_path / "art" / "reconstruction_per_image.csv").read_text().count("\n") == len(test.ids) + 1
+    with np.load(tmp_path / "art" / "reconstruction_sample.npz") as sample:
+        picked = spread_indices(len(test.ids), ReconstructionReport.max_grid)
+        assert sample["ids"].tolist() == [test.ids[k] for k in picked]
+        grey = np.round(test.images[picked].mean(axis=-1, keepdims=True) * 255)
+        np.testing.assert_array_equal(sample["truth"], grey.astype(np.uint8))
+        np.testing.assert_array_equal(sample["truth"], sample["estimate"])  # the last call's estimate was the truth
 
 
 def test_networks_train_only_on_the_attackers_public_images_by_default(scene, tmp_path):

@@ -1,0 +1,60 @@
+"""The report's side-by-side reconstructions (issue 12: Raw, Database and LDP-Feat grids together)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from core_helpers import toy_config
+
+from vispriv.harness.artifacts import save_reconstruction_sample, spread_indices
+from vispriv.harness.config import validate_config
+from vispriv.harness.matrix import build_matrix
+from vispriv.harness.report import collect, write_report
+from vispriv.harness.report_gallery import Sample, collect_samples, gallery_pngs, ranked
+from vispriv.harness.runner import run_matrix
+
+
+def test_spread_indices_cover_first_and_last_evenly():
+    assert spread_indices(64, 8).tolist() == [0, 9, 18, 27, 36, 45, 54, 63]
+    assert spread_indices(5, 8).tolist() == [0, 1, 2, 3, 4]
+    assert spread_indices(0, 8).tolist() == []
+
+
+def _sample(label: str, noise: float, ids=("a", "b", "c")) -> Sample:
+    rng = np.random.default_rng(0)
+    truth = (np.tile(np.linspace(0, 255, 32), (len(ids), 32, 1))[..., None]).astype(np.uint8)
+    estimate = np.clip(truth + rng.normal(0, noise, truth.shape), 0, 255).astype(np.uint8)
+    return Sample(label, tuple(ids), truth, estimate)
+
+
+def test_cells_are_ranked_by_their_samples_ssim_and_grouped_by_the_ids_they_show(tmp_path):
+    noisy, clean, middle = _sample("noisy", 80.0), _sample("clean", 0.0), _sample("middle", 20.0)
+    assert [s.label for _, s in ranked([noisy, clean, middle])] == ["clean", "middle", "noisy"]
+    assert ranked([clean])[0][0] == pytest.approx(1.0)
+    other = _sample("other crops", 5.0, ids=("x", "y"))
+    written = gallery_pngs({"toy": [noisy, clean, other]}, tmp_path)
+    assert [p.name for _, p in written] == ["gallery_toy.png", "gallery_toy_1.png"]
+    assert all(p.stat().st_size > 0 for _, p in written)
+
+
+def test_sample_shapes_are_checked(tmp_path):
+    with pytest.raises(ValueError, match="must both be"):
+        save_reconstruction_sample(tmp_path / "s.npz", ["a"], np.zeros((1, 4, 4, 1)), np.zeros((1, 4, 4, 3)))
+
+
+def test_report_stacks_every_cells_sample_under_the_truths(toy_registry, tracker, tmp_path):
+    cfg = validate_config(toy_config(defenses=[{"name": "toy-noise", "sigma": [0.05, 0.2]}],
+                                     attacks=[{"name": "toy-denoise", "sample": True}]))
+    run_matrix(cfg, build_matrix(cfg, toy_registry), tracker, quiet=True, cache_dir=str(tmp_path / "cache"))
+    rows_samples = collect_samples(tracker, collect(tracker, "toy"))
+    labels = sorted(s.label for s in rows_samples["toy"])
+    assert labels == ["toy-denoise vs toy-noise(sigma=0.05)", "toy-denoise vs toy-noise(sigma=0.2)"]
+    (first,) = {s.ids for s in rows_samples["toy"]}
+    assert len(first) == 3
+    out = write_report(tracker, "toy", tmp_path / "rep", formats=["md", "html"], log_to_parent=False)
+    assert "![gallery toy](gallery_toy.png)" in out.markdown
+    assert (tmp_path / "rep" / "gallery_toy.png").stat().st_size > 0
+    assert "gallery_toy.png" in (tmp_path / "rep" / "report.html").read_text()
+    plain = write_report(tracker, "toy", tmp_path / "rep2", formats=["md"], log_to_parent=False, gallery=False)
+    assert "gallery" not in plain.markdown
+
