@@ -15,9 +15,12 @@ for each album it does not prove, prints the bounds around the optimum:
   ``delta_j = -tot_j > 0`` (``g_ij = max(-A_ij, 0)``, ``m_j`` the fewest deletions that
   cover ``delta_j``), one row ``sum h <= 1`` per conflict clique; warm-started from the
   best mask found. Not used by the package: a measure of how loose the bounds are;
-* ``best`` -- protected-k of fast_budget's mask, and of HiGHS's incumbent.
+* ``best`` -- protected-k of fast_budget's mask, and of HiGHS's incumbent;
+* with ``--prove-seconds S``: fast_budget again on that album with ``S`` seconds, its
+  status (``optimal`` only if its search finished), protected-k and solve time.
 
     .venv/bin/python benchmarks/album_budget_gap.py --collection albums --milp-seconds 60
+    .venv/bin/python benchmarks/album_budget_gap.py --collection albums --milp-seconds 60 --prove-seconds 600
 """
 
 from __future__ import annotations
@@ -110,11 +113,13 @@ def main() -> None:
     parser.add_argument("--collection", default="albums")
     parser.add_argument("--time-limit", type=float, default=None, help="fast_budget seconds (default: the config's)")
     parser.add_argument("--milp-seconds", type=float, default=60.0)
+    parser.add_argument("--prove-seconds", type=float, default=None, help="re-run fast_budget with this limit on each unproven album")
     args = parser.parse_args()
     albums, limit = budget_albums(args.config, args.collection)
     limit = args.time_limit or limit
     print(f"{args.collection}: {len(albums)} albums, fast_budget limit {limit:g} s, strengthened MILP {args.milp_seconds:g} s")
-    print(f"{'album':>5} {'N':>4} {'d':>3} {'status':>9} {'caps':>5} {'groups':>6} {'lp':>7} {'milp':>7} {'best':>5} {'highs best':>10}")
+    proof = f" {'long run':>18}" if args.prove_seconds else ""
+    print(f"{'album':>5} {'N':>4} {'d':>3} {'status':>9} {'caps':>5} {'groups':>6} {'lp':>7} {'milp':>7} {'best':>5} {'highs best':>10}{proof}")
     for a, (A, d, St) in enumerate(albums):
         result = milp.fast_budget(A, d, St, time_limit=limit)
         if result.status == "optimal":
@@ -122,9 +127,12 @@ def main() -> None:
         places, _, always = open_places(A, d)
         groups = conflict_groups(pair_compatibility(A, np.zeros(len(A), bool), places, len(A) - d), len(places))
         lp, bound, incumbent = strengthened_bounds(A, d, result.keep, args.milp_seconds)
+        if args.prove_seconds:
+            long = milp.fast_budget(A, d, St, time_limit=args.prove_seconds)
+            proof = f" {long.status:>8} {protected_k(A, long.keep):3d} {long.seconds:5.0f}s"
         print(
             f"{a:5d} {len(A):4d} {d:3d} {result.status:>9} {always + len(places):5d} {always + len(np.unique(groups)):6d} "
-            f"{always + lp:7.2f} {always + bound:7.2f} {protected_k(A, result.keep):5d} {always + incumbent:10d}",
+            f"{always + lp:7.2f} {always + bound:7.2f} {protected_k(A, result.keep):5d} {always + incumbent:10d}{proof}",
             flush=True,
         )
 
