@@ -208,7 +208,13 @@ def test_ctrl_c_then_resume_in_a_real_process(tmp_path, write_config):
     env = {**os.environ, "PYTHONPATH": str(SITE_OK), "VISPRIV_TOY_STARTED": str(tmp_path / "started.txt"),
            "VISPRIV_PLUGINS": "toy,metrics"}
     cmd = [sys.executable, "-m", "vispriv", "matrix", str(cfg), "--quiet"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # As from a shell: SIGINT at its default in the child, whatever this test process inherited
+    # (a child of a process that ignores SIGINT ignores it too, and Python then never raises KeyboardInterrupt).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # caught here = default after exec
+    try:
+        proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     started = tmp_path / "started.txt"
     deadline = time.time() + 120
     while time.time() < deadline and (not started.exists() or started.read_text().count("started") < 2):
