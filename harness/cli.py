@@ -198,10 +198,13 @@ def _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, q
 @click.option("--frontier", "frontiers", multiple=True, metavar="UTILITY:PRIVACY",
               help="Privacy-utility frontier per scenario: each defense config at (its UTILITY metric, "
                    "the strongest attack's PRIVACY metric), with the Pareto front (repeatable).")
+@click.option("--paired", "paired", multiple=True, metavar="METRIC",
+              help="Rank the cells scored on the same images by METRIC with paired differences between "
+                   "neighbours (from the cells' per-image CSVs; repeatable).")
 @click.option("--parent", default=None, help="Only cells of this parent run.")
 @click.option("--tracking-uri", default=None)
 @click.option("--no-log", is_flag=True, help="Do not log the report on the parent run.")
-def report(experiment, metrics, formats, out_dir, curves, tables, frontiers, parent, tracking_uri, no_log):  # type: ignore[no-untyped-def]
+def report(experiment, metrics, formats, out_dir, curves, tables, frontiers, paired, parent, tracking_uri, no_log):  # type: ignore[no-untyped-def]
     """Pivot attack x defense tables (with heatmaps) from MLflow."""
     from vispriv.harness.report import write_report
     from vispriv.harness.report_frontier import parse_spec
@@ -224,7 +227,7 @@ def report(experiment, metrics, formats, out_dir, curves, tables, frontiers, par
     files = write_report(
         Tracker(tracking_uri), experiment, out_dir, list(metrics) or None, list(formats) or ["md"], parsed,
         parent_id=parent, command=command.strip(), log_to_parent=not no_log, tables=table_specs,
-        frontiers=frontier_specs,
+        frontiers=frontier_specs, paired=list(paired),
     )
     if "md" in (formats or ["md"]):
         click.echo(files.markdown)

@@ -466,6 +466,7 @@ def write_report(
     cell_hashes: set[str] | None = None,
     frontiers: list[tuple[str, str]] | None = None,
     gallery: bool = True,
+    paired: list[str] | None = None,
 ) -> ReportFiles:
     """Write tables, heatmaps and curves for ``experiment`` into ``out_dir``.
 
@@ -478,8 +479,10 @@ def write_report(
     per scenario (:mod:`vispriv.harness.report_frontier`), first in the report.
     ``gallery``: stack the reconstruction samples the cells logged, one row per cell
     (:mod:`vispriv.harness.report_gallery`).
+    ``paired``: metrics whose per-image CSVs rank the cells with paired differences
+    between neighbours (:mod:`vispriv.harness.report_paired`).
     """
-    from vispriv.harness import report_frontier, report_gallery, report_html
+    from vispriv.harness import report_frontier, report_gallery, report_html, report_paired
 
     formats = formats or ["md"]
     rows = collect(tracker, experiment, parent_id, cell_hashes)
@@ -515,6 +518,18 @@ def write_report(
             scenario = p.scenario.split(": ")[0]  # a pivot per dataset is titled 'scenario: dataset'
             sections.setdefault(scenario, report_html.Section(scenario)).tables.append((p, png.name))
             csv_parts.append(to_csv(p))
+    for wanted in paired or []:
+        for name in resolve_metric(rows, wanted):
+            scores = report_paired.per_image_scores(tracker, rows, report_paired.metric_column(name))
+            found = report_paired.ladders(rows, name, scores)
+            if not found:
+                raise VisprivError(
+                    f"--paired {wanted}: no cell logged a per-image CSV (*{report_paired.PER_IMAGE_SUFFIX}) "
+                    f"with a {report_paired.metric_column(name)!r} column; add e.g. the reconstruction-report metric"
+                )
+            for ladder in found:
+                md_parts.append(report_paired.to_markdown(ladder))
+                sections.setdefault(ladder.scenario, report_html.Section(ladder.scenario)).ladders.append(ladder)
     for x, y, group in curves or []:
         for yname in resolve_metric(rows, y):
             png = curve_png(rows, x, yname, group, out_dir / f"curve_{yname.replace('/', '_')}_vs_{x}.png")

@@ -23,6 +23,7 @@ from typing import Any
 
 from vispriv.harness.report import CellRow, Pivot, _fmt
 from vispriv.harness.report_frontier import Frontier, axes_text
+from vispriv.harness.report_paired import Ladder
 
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d232a;background:#fafafa}
@@ -34,7 +35,7 @@ h2{border-bottom:2px solid #1f3a5f;padding-bottom:4px}h3{margin:22px 0 6px 0;fon
 h3 small{font-weight:normal;color:#56606b}
 table{border-collapse:collapse;margin:6px 0 10px 0;background:#fff}
 td,th{border:1px solid #cfd6de;padding:5px 10px;font-size:13px;text-align:right}
-th{background:#eef1f4;text-align:left}td.missing{color:#9aa3ad;text-align:center}
+th{background:#eef1f4;text-align:left}td.missing{color:#9aa3ad;text-align:center}td.weak{color:#b3261e;font-weight:bold}
 .pair{display:flex;flex-wrap:wrap;gap:18px;align-items:flex-start}.pair img{max-width:520px}
 .grids{display:grid;grid-template-columns:repeat(auto-fill,minmax(340px,1fr));gap:14px}
 #curves .grids{grid-template-columns:repeat(auto-fill,minmax(520px,1fr))}
@@ -71,6 +72,7 @@ class Section:
     scenario: str
     tables: list[tuple[Pivot, str | None]] = field(default_factory=list)
     grids: list[Grid] = field(default_factory=list)
+    ladders: list[Ladder] = field(default_factory=list)
 
 
 def copy_grids(tracker: Any, rows: list[CellRow], out_dir: Path, per_scenario: int = 24) -> dict[str, list[Grid]]:
@@ -157,6 +159,26 @@ def table_html(p: Pivot) -> str:
     )
 
 
+def ladder_html(ladder: Ladder) -> str:
+    """Paired differences between adjacent cells (:mod:`vispriv.harness.report_paired`); gaps under 2 s.e. in red."""
+    rows = []
+    for i, st in enumerate(ladder.steps, 1):
+        gap = "–" if st.diff is None else f"{st.diff:+.3f}" + ("" if st.diff_se is None else f" ± {st.diff_se:.3f}")
+        weak = ' class="weak"' if st.ratio is not None and st.ratio < 2 else ""
+        ratio = "–" if st.ratio is None else f"{st.ratio:.1f}"
+        rows.append(
+            f"<tr><td>{i}</td><th>{html.escape(st.label)}</th><td>{st.mean:.3f}</td><td>{st.n}</td><td>{html.escape(gap)}</td>"
+            f"<td{weak}>{ratio}</td><td>{st.n_pairs if st.diff is not None else '–'}</td></tr>"
+        )
+    better = "higher" if ladder.higher_is_better else "lower"
+    return (
+        f"<h3>paired differences, {html.escape(ladder.metric)} <small>({html.escape(ladder.dataset)}; {better} is better; "
+        "each gap to the next row over the images both scored, ± s.e.; overlapping images make the effective n smaller)</small></h3>"
+        "<table><tr><th>rank</th><th>cell</th><th>mean</th><th>n</th><th>gap to next</th><th>gap / s.e.</th><th>n paired</th></tr>"
+        + "".join(rows) + "</table>"
+    )
+
+
 def frontier_html(f: Frontier, src: str) -> str:
     """One frontier: its figure beside a table of its points (front points in bold)."""
     rows = "".join(
@@ -213,6 +235,7 @@ def page(
         for p, png in s.tables:
             img = f'<img src="{html.escape(png)}" alt="heatmap of {html.escape(p.metric)}">' if png else ""
             body.append(f'<div class="pair"><div>{table_html(p)}</div>{img}</div>')
+        body.extend(ladder_html(ladder) for ladder in s.ladders)
         if s.grids:
             figs = "".join(
                 f'<figure><img src="{html.escape(g.src)}" alt="{html.escape(g.caption)}" loading="eager">'

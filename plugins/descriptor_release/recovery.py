@@ -44,27 +44,39 @@ def weighted_projection(points: np.ndarray, dists: np.ndarray, mask: np.ndarray,
 
 
 def database_attack(
-    database: np.ndarray, offsets: np.ndarray, bases: np.ndarray, n_adv: int, v_size: int, u_size: int, device: str = "cpu"
+    database: np.ndarray,
+    offsets: np.ndarray,
+    bases: np.ndarray,
+    n_adv: int,
+    v_size: int,
+    u_size: int,
+    device: str = "cpu",
+    chunk: int = 256,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Section 4.1: (estimates (K, 128), sorted rows (K, n_adv + |V|), sorted distances).
 
     Step 1 sorts W by dist(D, w); step 2 takes the first ``n_adv`` as the adversarial
     descriptors; step 3 scores the next ``v_size`` by ``s_i = min_j ||a_j - v_i||`` and
-    estimates d from the ``u_size`` highest-scoring by Eq. (1).
+    estimates d from the ``u_size`` highest-scoring by Eq. (1). Steps 2-3 run ``chunk``
+    subspaces at a time, so memory is O(chunk |V| 128), not O(K |V| 128).
     """
     sq, rows = nearest_to_subspaces(database, offsets, bases, n_adv + v_size, device=device)
-    dist = np.sqrt(sq)
-    a_hat = database[rows[:, :n_adv]]
-    v = database[rows[:, n_adv:]]
-    v_dist = dist[:, n_adv:]
-    if n_adv:
-        score = np.linalg.norm(v[:, :, None, :] - a_hat[:, None, :, :], axis=-1).min(axis=2)
-    else:
-        score = -v_dist
-    top = np.argsort(-score, axis=1, kind="stable")[:, :u_size]
-    mask = np.zeros_like(score, dtype=bool)
-    np.put_along_axis(mask, top, True, axis=1)
-    return weighted_projection(v, v_dist, mask, offsets, bases), rows, dist
+    dist = np.sqrt(np.clip(sq, 0.0, None))
+    est = np.empty((len(rows), database.shape[1]), np.float32)
+    for s0 in range(0, len(rows), chunk):
+        sl = slice(s0, s0 + chunk)
+        v = database[rows[sl, n_adv:]]
+        v_dist = dist[sl, n_adv:]
+        if n_adv:
+            a_hat = database[rows[sl, :n_adv]]
+            score = np.linalg.norm(v[:, :, None, :] - a_hat[:, None, :, :], axis=-1).min(axis=2)
+        else:
+            score = -v_dist
+        top = np.argsort(-score, axis=1, kind="stable")[:, :u_size]
+        mask = np.zeros_like(score, dtype=bool)
+        np.put_along_axis(mask, top, True, axis=1)
+        est[sl] = weighted_projection(v, v_dist, mask, offsets[sl], bases[sl])
+    return est, rows, dist
 
 
 def batched_kmeans(points: np.ndarray, k: int, iters: int = 10) -> np.ndarray:

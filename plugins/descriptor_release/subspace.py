@@ -154,7 +154,9 @@ def canonical_offsets(offsets: np.ndarray | torch.Tensor, bases: np.ndarray | to
 
 def _as_tensor(x: np.ndarray | torch.Tensor, device: str, dtype: torch.dtype) -> torch.Tensor:
     import torch
-    return torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x, dtype=dtype, device=device)
+    if not isinstance(x, torch.Tensor):  # cached arrays load read-only; torch wants a writable buffer
+        x = np.require(x, requirements="W")
+    return torch.as_tensor(x, dtype=dtype, device=device)
 
 
 def _check_subspaces(offsets: np.ndarray, bases: np.ndarray) -> None:

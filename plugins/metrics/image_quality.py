@@ -12,6 +12,7 @@ from typing import ClassVar
 import numpy as np
 
 from vispriv.harness import CellContext, Images, Metric
+from vispriv.harness.artifacts import save_csv
 from vispriv.harness.errors import InputError
 
 
@@ -80,7 +81,10 @@ class _ImageMetric(Metric):
     key: ClassVar[str] = ""
 
     def score(self, truth: Images, estimate: Images, ctx: CellContext) -> dict[str, float]:
-        values = [float(row[self.key]) for row in per_image_quality(truth, estimate, (self.key,))]
+        rows = per_image_quality(truth, estimate, (self.key,))
+        if ctx.artifact_dir is not None:  # per-image values: `vispriv report --paired` compares cells image by image
+            save_csv(ctx.artifact(f"{self.key}_per_image.csv"), rows)
+        values = [float(row[self.key]) for row in rows]
         finite = [v for v in values if np.isfinite(v)]
         mean, se = _mean_se(finite) if finite else (float("inf"), 0.0)
         out = {self.key: mean, f"{self.key}_se": se}

@@ -8,7 +8,7 @@ import pytest
 from vispriv.harness import Cache, CellContext
 from vispriv.harness.errors import ConfigError, InputError
 from vispriv.plugins.attacks.clustering import ClusteringAttack
-from vispriv.plugins.attacks.database import DatabaseAttack
+from vispriv.plugins.attacks.database import DatabaseAttack, default_v_size
 from vispriv.plugins.attacks.nearest import NearestAttack
 from vispriv.plugins.defenses.affine_lifting import AffineLifting
 from vispriv.plugins.defenses.identity_features import RawFeaturesRelease
@@ -182,6 +182,19 @@ def test_bad_configs_and_inputs(lifted, scene, ctx):
         DatabaseAttack().attack(no_db, scene.public, ctx)
     with pytest.raises(InputError, match="DescriptorPublic"):
         NearestAttack().attack(lifted.release, scene.private, ctx)
+    too_big = len(lifted.release.database) + 1
+    with pytest.raises(InputError, match="must be at most the database size"):
+        DatabaseAttack(DatabaseAttack.Config(v_size=too_big)).attack(lifted.release, scene.public, ctx)
+    with pytest.raises(InputError, match="u_size"):
+        DatabaseAttack(DatabaseAttack.Config(v_size=4, u_size=5)).attack(lifted.release, scene.public, ctx)
+
+
+def test_database_attack_default_v_is_an_eighth_of_w():
+    """|V| = max(16, |W| / 8), never past |W| - n_adv (the calibration of benchmarks/database_attack_calibration.py)."""
+    assert default_v_size(4096, 1) == 512
+    assert default_v_size(1024, 2) == 128
+    assert default_v_size(64, 2) == 16
+    assert default_v_size(16, 2) == 14
 
 
 def test_hooks_register_everything():

@@ -1,0 +1,132 @@
+"""Paired differences between cells scored on the same images: the ladder of a results table.
+
+Two attacks scored on the same private images differ by less noise than their separate
+standard errors suggest: image difficulty is shared. Cells that log a per-image CSV
+(an artifact named ``*_per_image.csv`` with an ``id`` column and one column per metric,
+e.g. ``reconstruction_per_image.csv``) can be compared image by image. For one metric the
+report ranks the cells of a (scenario, dataset) best first and gives, for each adjacent
+pair, the mean per-image difference, its standard error ``sd / sqrt(n)`` over the n images
+both scored, and their ratio -- the "each adjacent gap >= 2 standard errors" check of a
+table such as ldp-feat.md Table 1. When the images overlap (half-overlapping crops) they
+are not independent and the effective n is smaller than n: the report says so.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from vispriv.harness.report import CellRow, config_labels
+
+#: Artifact names that carry per-image scores end with this.
+PER_IMAGE_SUFFIX = "_per_image.csv"
+
+
+@dataclass
+class Step:
+    """One rung: ``label`` and its mean, and the paired difference to the next rung (None for the last)."""
+
+    label: str
+    mean: float
+    n: int
+    diff: float | None = None
+    diff_se: float | None = None
+    n_pairs: int = 0
+
+    @property
+    def ratio(self) -> float | None:
+        """diff / its standard error (inf for a constant non-zero difference, None when undefined)."""
+        if self.diff is None or self.diff_se is None:
+            return None
+        if self.diff_se == 0:
+            return math.copysign(math.inf, self.diff) if self.diff else None
+        return self.diff / self.diff_se
+
+
+@dataclass
+class Ladder:
+    """Cells of one (scenario, dataset) ranked by one metric, best first."""
+
+    metric: str
+    scenario: str
+    dataset: str
+    higher_is_better: bool
+    steps: list[Step]
+
+
+def metric_column(metric: str) -> str:
+    """The per-image CSV column of a logged metric: its name after the last ``/`` (images/ssim -> ssim)."""
+    return metric.rsplit("/", 1)[-1]
+
+
+def per_image_scores(tracker: Any, rows: list[CellRow], column: str) -> dict[str, dict[str, float]]:
+    """run id -> {image id -> value of ``column``} from each row's first per-image CSV that has it."""
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    out: dict[str, dict[str, float]] = {}
+    for row in rows:
+        names = sorted(i.path for i in tracker.client.list_artifacts(row.run_id) if i.path.endswith(PER_IMAGE_SUFFIX))
+        for name in names:
+            with tempfile.TemporaryDirectory() as tmp:
+                local = tracker.client.download_artifacts(row.run_id, name, tmp)
+                with open(local, newline="") as fh:
+                    table = list(csv.DictReader(fh))
+            if table and column in table[0] and "id" in table[0]:
+                out[row.run_id] = {r["id"]: float(r[column]) for r in table}
+                break
+    return out
+
+
+def ladders(rows: list[CellRow], metric: str, scores: dict[str, dict[str, float]]) -> list[Ladder]:
+    """One ladder per (scenario, dataset) over the rows that have per-image ``scores``."""
+    attacks, defenses = config_labels(rows, "attack"), config_labels(rows, "defense")
+    groups: dict[tuple[str, str], list[CellRow]] = defaultdict(list)
+    for row in rows:
+        if row.run_id in scores and scores[row.run_id]:
+            groups[(row.scenario, row.dataset)].append(row)
+    out = []
+    for (scenario, dataset), group in sorted(groups.items()):
+        higher = next((r.higher_is_better[metric] for r in group if metric in r.higher_is_better), True)
+        means = {r.run_id: float(np.mean(list(scores[r.run_id].values()))) for r in group}
+        ranked = sorted(group, key=lambda r: -means[r.run_id] if higher else means[r.run_id])
+        steps = []
+        for i, row in enumerate(ranked):
+            mine = scores[row.run_id]
+            step = Step(f"{attacks[row.attack]} vs {defenses[row.defense]}", means[row.run_id], len(mine))
+            if i + 1 < len(ranked):
+                theirs = scores[ranked[i + 1].run_id]
+                shared = sorted(set(mine) & set(theirs))
+                d = np.array([mine[k] - theirs[k] for k in shared]) * (1.0 if higher else -1.0)
+                step.n_pairs = len(shared)
+                if len(shared):
+                    step.diff = float(d.mean())
+                if len(shared) > 1:
+                    step.diff_se = float(d.std(ddof=1) / math.sqrt(len(shared)))
+            steps.append(step)
+        out.append(Ladder(metric, scenario, dataset, higher, steps))
+    return out
+
+
+def to_markdown(ladder: Ladder, digits: int = 3) -> str:
+    """The ladder as a markdown table with a one-paragraph legend."""
+    better = "higher" if ladder.higher_is_better else "lower"
+    lines = [
+        f"**Paired differences, {ladder.metric}** ({ladder.scenario}: {ladder.dataset}; {better} is better) "
+        "-- cells best first; each gap is to the next row, averaged over the images both scored, "
+        "± its standard error; gap / s.e. ≥ 2 separates the rows. Overlapping images are not "
+        "independent: the effective n is then smaller than n.\n",
+        "| rank | cell | mean | n | gap to next | gap / s.e. | n paired |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for i, s in enumerate(ladder.steps, 1):
+        gap = "–" if s.diff is None else f"{s.diff:+.{digits}f}" + ("" if s.diff_se is None else f" ± {s.diff_se:.{digits}f}")
+        ratio = "–" if s.ratio is None else f"{s.ratio:.1f}"
+        pairs = str(s.n_pairs) if s.diff is not None else "–"
+        lines.append(f"| {i} | {s.label} | {s.mean:.{digits}f} | {s.n} | {gap} | {ratio} | {pairs} |")
+    return "\n".join(lines) + "\n"
