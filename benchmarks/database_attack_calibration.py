@@ -57,7 +57,7 @@ def main() -> None:
         release, _ = lift_features(raw, m, "sub-hybrid", 123, w, True)
         n_adv = n_adversarial(m, "sub-hybrid")
 
-        def error(v: int, u: int) -> float:
+        def error(v: int, u: int, release=release, n_adv=n_adv) -> float:
             est, _, _ = database_attack(w, release.offsets, release.bases, n_adv, v, u)
             return float(np.linalg.norm(l2_normalise(est) - truth, axis=1).mean())
 

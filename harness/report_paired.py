@@ -88,7 +88,7 @@ def ladders(rows: list[CellRow], metric: str, scores: dict[str, dict[str, float]
     attacks, defenses = config_labels(rows, "attack"), config_labels(rows, "defense")
     groups: dict[tuple[str, str], list[CellRow]] = defaultdict(list)
     for row in rows:
-        if row.run_id in scores and scores[row.run_id]:
+        if scores.get(row.run_id):
             groups[(row.scenario, row.dataset)].append(row)
     out = []
     for (scenario, dataset), group in sorted(groups.items()):
