@@ -467,6 +467,7 @@ def write_report(
     frontiers: list[tuple[str, str]] | None = None,
     gallery: bool = True,
     paired: list[str] | None = None,
+    paired_ids: str | None = None,
 ) -> ReportFiles:
     """Write tables, heatmaps and curves for ``experiment`` into ``out_dir``.
 
@@ -480,7 +481,8 @@ def write_report(
     ``gallery``: stack the reconstruction samples the cells logged, one row per cell
     (:mod:`vispriv.harness.report_gallery`).
     ``paired``: metrics whose per-image CSVs rank the cells with paired differences
-    between neighbours (:mod:`vispriv.harness.report_paired`).
+    between neighbours (:mod:`vispriv.harness.report_paired`); ``paired_ids`` (a regular
+    expression) keeps only the images whose id matches, e.g. disjoint crops.
     """
     from vispriv.harness import report_frontier, report_gallery, report_html, report_paired
 
@@ -520,12 +522,14 @@ def write_report(
             csv_parts.append(to_csv(p))
     for wanted in paired or []:
         for name in resolve_metric(rows, wanted):
-            scores = report_paired.per_image_scores(tracker, rows, report_paired.metric_column(name))
-            found = report_paired.ladders(rows, name, scores)
+            scores = report_paired.per_image_scores(tracker, rows, report_paired.metric_column(name), paired_ids)
+            found = report_paired.ladders(rows, name, scores, paired_ids)
             if not found:
                 raise VisprivError(
                     f"--paired {wanted}: no cell logged a per-image CSV (*{report_paired.PER_IMAGE_SUFFIX}) "
-                    f"with a {report_paired.metric_column(name)!r} column; add e.g. the reconstruction-report metric"
+                    f"with a {report_paired.metric_column(name)!r} column"
+                    + (f" and an image id matching {paired_ids!r}" if paired_ids else "")
+                    + "; image metrics (mae, ssim, psnr) log one"
                 )
             for ladder in found:
                 md_parts.append(report_paired.to_markdown(ladder))

@@ -171,8 +171,9 @@ def ladder_html(ladder: Ladder) -> str:
             f"<td{weak}>{ratio}</td><td>{st.n_pairs if st.diff is not None else '–'}</td></tr>"
         )
     better = "higher" if ladder.higher_is_better else "lower"
+    subset = f"images matching {ladder.ids} only; " if ladder.ids else ""
     return (
-        f"<h3>paired differences, {html.escape(ladder.metric)} <small>({html.escape(ladder.dataset)}; {better} is better; "
+        f"<h3>paired differences, {html.escape(ladder.metric)} <small>({html.escape(ladder.dataset)}; {better} is better; {html.escape(subset)}"
         "each gap to the next row over the images both scored, ± s.e.; overlapping images make the effective n smaller)</small></h3>"
         "<table><tr><th>rank</th><th>cell</th><th>mean</th><th>n</th><th>gap to next</th><th>gap / s.e.</th><th>n paired</th></tr>"
         + "".join(rows) + "</table>"

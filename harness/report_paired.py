@@ -8,7 +8,9 @@ report ranks the cells of a (scenario, dataset) best first and gives, for each a
 pair, the mean per-image difference, its standard error ``sd / sqrt(n)`` over the n images
 both scored, and their ratio -- the "each adjacent gap >= 2 standard errors" check of a
 table such as ldp-feat.md Table 1. When the images overlap (half-overlapping crops) they
-are not independent and the effective n is smaller than n: the report says so.
+are not independent and the effective n is smaller than n: the report says so, and
+``ids`` (a regular expression) restricts the comparison to a subset of images, e.g. the
+mutually disjoint crops of a half-overlapping grid (``@[02],[02]$`` for ``test_grid: 4``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import re
 import tempfile
 from collections import defaultdict
 from dataclasses import dataclass
@@ -23,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from vispriv.harness.errors import VisprivError
 from vispriv.harness.report import CellRow, config_labels
 
 #: Artifact names that carry per-image scores end with this.
@@ -59,6 +63,8 @@ class Ladder:
     dataset: str
     higher_is_better: bool
     steps: list[Step]
+    #: The image-id filter the scores were read with (None: all images).
+    ids: str | None = None
 
 
 def metric_column(metric: str) -> str:
@@ -66,8 +72,15 @@ def metric_column(metric: str) -> str:
     return metric.rsplit("/", 1)[-1]
 
 
-def per_image_scores(tracker: Any, rows: list[CellRow], column: str) -> dict[str, dict[str, float]]:
-    """run id -> {image id -> value of ``column``} from each row's first per-image CSV that has it."""
+def per_image_scores(tracker: Any, rows: list[CellRow], column: str, ids: str | None = None) -> dict[str, dict[str, float]]:
+    """run id -> {image id -> value of ``column``} from each row's first per-image CSV that has it.
+
+    ``ids``: only image ids that match this regular expression (``re.search``).
+    """
+    try:
+        keep = re.compile(ids) if ids else None
+    except re.error as exc:
+        raise VisprivError(f"--paired-ids {ids!r} is not a regular expression ({exc}); e.g. '@[02],[02]$'") from exc
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     out: dict[str, dict[str, float]] = {}
     for row in rows:
@@ -78,13 +91,13 @@ def per_image_scores(tracker: Any, rows: list[CellRow], column: str) -> dict[str
                 with open(local, newline="") as fh:
                     table = list(csv.DictReader(fh))
             if table and column in table[0] and "id" in table[0]:
-                out[row.run_id] = {r["id"]: float(r[column]) for r in table}
+                out[row.run_id] = {r["id"]: float(r[column]) for r in table if keep is None or keep.search(r["id"])}
                 break
     return out
 
 
-def ladders(rows: list[CellRow], metric: str, scores: dict[str, dict[str, float]]) -> list[Ladder]:
-    """One ladder per (scenario, dataset) over the rows that have per-image ``scores``."""
+def ladders(rows: list[CellRow], metric: str, scores: dict[str, dict[str, float]], ids: str | None = None) -> list[Ladder]:
+    """One ladder per (scenario, dataset) over the rows that have per-image ``scores`` (read with filter ``ids``)."""
     attacks, defenses = config_labels(rows, "attack"), config_labels(rows, "defense")
     groups: dict[tuple[str, str], list[CellRow]] = defaultdict(list)
     for row in rows:
@@ -109,15 +122,16 @@ def ladders(rows: list[CellRow], metric: str, scores: dict[str, dict[str, float]
                 if len(shared) > 1:
                     step.diff_se = float(d.std(ddof=1) / math.sqrt(len(shared)))
             steps.append(step)
-        out.append(Ladder(metric, scenario, dataset, higher, steps))
+        out.append(Ladder(metric, scenario, dataset, higher, steps, ids))
     return out
 
 
 def to_markdown(ladder: Ladder, digits: int = 3) -> str:
     """The ladder as a markdown table with a one-paragraph legend."""
     better = "higher" if ladder.higher_is_better else "lower"
+    subset = f"; images matching `{ladder.ids}` only" if ladder.ids else ""
     lines = [
-        f"**Paired differences, {ladder.metric}** ({ladder.scenario}: {ladder.dataset}; {better} is better) "
+        f"**Paired differences, {ladder.metric}** ({ladder.scenario}: {ladder.dataset}; {better} is better{subset}) "
         "-- cells best first; each gap is to the next row, averaged over the images both scored, "
         "± its standard error; gap / s.e. ≥ 2 separates the rows. Overlapping images are not "
         "independent: the effective n is then smaller than n.\n",

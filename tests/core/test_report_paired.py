@@ -57,6 +57,14 @@ def test_report_ranks_toy_cells_from_the_image_metrics_per_image_csv(toy_registr
     lines = [ln for ln in out.markdown.splitlines() if ln.startswith("| 1 | ")]
     assert lines and "sigma=0.05" in lines[0]  # less noise ranks first
     assert "paired differences, images/ssim" in (tmp_path / "rep" / "report.html").read_text()
+    one_id = sorted(next(iter(scores.values())))[0]
+    subset = per_image_scores(tracker, rows, "ssim", ids=f"^{one_id}$")
+    assert all(list(v) == [one_id] for v in subset.values())
+    only = write_report(tracker, "toy", tmp_path / "rep3", metrics=["ssim"], formats=["md"], log_to_parent=False,
+                        paired=["ssim"], paired_ids=f"^{one_id}$")
+    assert f"images matching `^{one_id}$` only" in only.markdown
+    with pytest.raises(VisprivError, match="not a regular expression"):
+        per_image_scores(tracker, rows, "ssim", ids="(")
 
 
 def test_paired_metric_without_per_image_values_is_one_clear_error(toy_registry, tracker, tmp_path):
