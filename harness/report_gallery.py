@@ -69,7 +69,7 @@ def gallery_pngs(samples: dict[str, list[Sample]], out_dir: Path, max_rows: int 
         for s in group:
             by_ids[s.ids].append(s)
         for n, (ids, same) in enumerate(sorted(by_ids.items(), key=lambda kv: -len(kv[1]))):
-            scored = ranked(same)[:max_rows]
+            scored = ranked(merge_identical(same))[:max_rows]
             stem = re.sub(r"[^A-Za-z0-9_.=-]+", "_", scenario) + (f"_{n}" if n else "")
             path = save_image_grid(
                 out_dir / f"gallery_{stem}.png",
@@ -80,6 +80,20 @@ def gallery_pngs(samples: dict[str, list[Sample]], out_dir: Path, max_rows: int 
             )
             written.append((scenario, path))
     return written
+
+
+def merge_identical(samples: list[Sample]) -> list[Sample]:
+    """One row per distinct estimate: cells whose reconstructions are pixel-identical (a baseline
+    such as ``flat-grey`` run against every defense) share a row titled with all their labels."""
+    out: dict[bytes, Sample] = {}
+    for s in samples:
+        key = s.estimate.tobytes()
+        if key in out:
+            first = out[key]
+            out[key] = Sample(f"{first.label}; {s.label}", first.ids, first.truth, first.estimate)
+        else:
+            out[key] = s
+    return list(out.values())
 
 
 def ranked(samples: list[Sample]) -> list[tuple[float, Sample]]:

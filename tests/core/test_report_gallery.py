@@ -10,7 +10,7 @@ from vispriv.harness.artifacts import save_reconstruction_sample, spread_indices
 from vispriv.harness.config import validate_config
 from vispriv.harness.matrix import build_matrix
 from vispriv.harness.report import collect, write_report
-from vispriv.harness.report_gallery import Sample, collect_samples, gallery_pngs, ranked
+from vispriv.harness.report_gallery import Sample, collect_samples, gallery_pngs, merge_identical, ranked
 from vispriv.harness.runner import run_matrix
 
 
@@ -35,6 +35,12 @@ def test_cells_are_ranked_by_their_samples_ssim_and_grouped_by_the_ids_they_show
     written = gallery_pngs({"toy": [noisy, clean, other]}, tmp_path)
     assert [p.name for _, p in written] == ["gallery_toy.png", "gallery_toy_1.png"]
     assert all(p.stat().st_size > 0 for _, p in written)
+
+
+def test_pixel_identical_rows_share_one_row_with_both_labels():
+    a, b, c = _sample("flat vs none", 10.0), _sample("flat vs lifting", 10.0), _sample("attack vs lifting", 30.0)
+    merged = merge_identical([a, b, c])
+    assert [s.label for s in merged] == ["flat vs none; flat vs lifting", "attack vs lifting"]
 
 
 def test_sample_shapes_are_checked(tmp_path):
