@@ -203,10 +203,12 @@ def _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, q
                    "neighbours (from the cells' per-image CSVs; repeatable).")
 @click.option("--paired-ids", default=None, metavar="REGEX",
               help="With --paired: only images whose id matches REGEX (e.g. disjoint crops: '@[02],[02]$').")
+@click.option("--paired-cells", default=None, metavar="REGEX",
+              help="With --paired: only cells whose label (attack vs defense) matches REGEX, e.g. 'epsilon=(10|16)'.")
 @click.option("--parent", default=None, help="Only cells of this parent run.")
 @click.option("--tracking-uri", default=None)
 @click.option("--no-log", is_flag=True, help="Do not log the report on the parent run.")
-def report(experiment, metrics, formats, out_dir, curves, tables, frontiers, paired, paired_ids, parent, tracking_uri, no_log):  # type: ignore[no-untyped-def]
+def report(experiment, metrics, formats, out_dir, curves, tables, frontiers, paired, paired_ids, paired_cells, parent, tracking_uri, no_log):  # type: ignore[no-untyped-def]
     """Pivot attack x defense tables (with heatmaps) from MLflow."""
     from vispriv.harness.report import write_report
     from vispriv.harness.report_frontier import parse_spec
@@ -229,7 +231,7 @@ def report(experiment, metrics, formats, out_dir, curves, tables, frontiers, pai
     files = write_report(
         Tracker(tracking_uri), experiment, out_dir, list(metrics) or None, list(formats) or ["md"], parsed,
         parent_id=parent, command=command.strip(), log_to_parent=not no_log, tables=table_specs,
-        frontiers=frontier_specs, paired=list(paired), paired_ids=paired_ids,
+        frontiers=frontier_specs, paired=list(paired), paired_ids=paired_ids, paired_cells=paired_cells,
     )
     if "md" in (formats or ["md"]):
         click.echo(files.markdown)

@@ -468,6 +468,7 @@ def write_report(
     gallery: bool = True,
     paired: list[str] | None = None,
     paired_ids: str | None = None,
+    paired_cells: str | None = None,
 ) -> ReportFiles:
     """Write tables, heatmaps and curves for ``experiment`` into ``out_dir``.
 
@@ -482,7 +483,8 @@ def write_report(
     (:mod:`vispriv.harness.report_gallery`).
     ``paired``: metrics whose per-image CSVs rank the cells with paired differences
     between neighbours (:mod:`vispriv.harness.report_paired`); ``paired_ids`` (a regular
-    expression) keeps only the images whose id matches, e.g. disjoint crops.
+    expression) keeps only the images whose id matches, e.g. disjoint crops; ``paired_cells``
+    only the cells whose label matches.
     """
     from vispriv.harness import report_frontier, report_gallery, report_html, report_paired
 
@@ -523,12 +525,13 @@ def write_report(
     for wanted in paired or []:
         for name in resolve_metric(rows, wanted):
             scores = report_paired.per_image_scores(tracker, rows, report_paired.metric_column(name), paired_ids)
-            found = report_paired.ladders(rows, name, scores, paired_ids)
+            found = report_paired.ladders(rows, name, scores, paired_ids, paired_cells)
             if not found:
                 raise VisprivError(
                     f"--paired {wanted}: no cell logged a per-image CSV (*{report_paired.PER_IMAGE_SUFFIX}) "
                     f"with a {report_paired.metric_column(name)!r} column"
                     + (f" and an image id matching {paired_ids!r}" if paired_ids else "")
+                    + (f" and a label matching {paired_cells!r}" if paired_cells else "")
                     + "; image metrics (mae, ssim, psnr) log one"
                 )
             for ladder in found:

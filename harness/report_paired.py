@@ -10,7 +10,8 @@ both scored, and their ratio -- the "each adjacent gap >= 2 standard errors" che
 table such as ldp-feat.md Table 1. When the images overlap (half-overlapping crops) they
 are not independent and the effective n is smaller than n: the report says so, and
 ``ids`` (a regular expression) restricts the comparison to a subset of images, e.g. the
-mutually disjoint crops of a half-overlapping grid (``@[02],[02]$`` for ``test_grid: 4``).
+mutually disjoint crops of a half-overlapping grid (``@[02],[02]$`` for ``test_grid: 4``),
+and ``cells`` to the cells whose label matches (two rows compared directly).
 """
 
 from __future__ import annotations
@@ -72,15 +73,20 @@ def metric_column(metric: str) -> str:
     return metric.rsplit("/", 1)[-1]
 
 
+def _compile(pattern: str | None, option: str, example: str) -> re.Pattern[str] | None:
+    """``pattern`` compiled, None for none, or one clear error naming the option."""
+    try:
+        return re.compile(pattern) if pattern else None
+    except re.error as exc:
+        raise VisprivError(f"{option} {pattern!r} is not a regular expression ({exc}); e.g. {example}") from exc
+
+
 def per_image_scores(tracker: Any, rows: list[CellRow], column: str, ids: str | None = None) -> dict[str, dict[str, float]]:
     """run id -> {image id -> value of ``column``} from each row's first per-image CSV that has it.
 
     ``ids``: only image ids that match this regular expression (``re.search``).
     """
-    try:
-        keep = re.compile(ids) if ids else None
-    except re.error as exc:
-        raise VisprivError(f"--paired-ids {ids!r} is not a regular expression ({exc}); e.g. '@[02],[02]$'") from exc
+    keep = _compile(ids, "--paired-ids", "'@[02],[02]$'")
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     out: dict[str, dict[str, float]] = {}
     for row in rows:
@@ -96,12 +102,19 @@ def per_image_scores(tracker: Any, rows: list[CellRow], column: str, ids: str | 
     return out
 
 
-def ladders(rows: list[CellRow], metric: str, scores: dict[str, dict[str, float]], ids: str | None = None) -> list[Ladder]:
-    """One ladder per (scenario, dataset) over the rows that have per-image ``scores`` (read with filter ``ids``)."""
+def ladders(
+    rows: list[CellRow], metric: str, scores: dict[str, dict[str, float]], ids: str | None = None, cells: str | None = None
+) -> list[Ladder]:
+    """One ladder per (scenario, dataset) over the rows that have per-image ``scores`` (read with filter ``ids``).
+
+    ``cells``: only cells whose label (``attack vs defense``, as shown) matches this regular
+    expression, e.g. two rows to compare directly.
+    """
     attacks, defenses = config_labels(rows, "attack"), config_labels(rows, "defense")
+    keep = _compile(cells, "--paired-cells", "'epsilon=(10|16)'")
     groups: dict[tuple[str, str], list[CellRow]] = defaultdict(list)
     for row in rows:
-        if scores.get(row.run_id):
+        if scores.get(row.run_id) and (keep is None or keep.search(f"{attacks[row.attack]} vs {defenses[row.defense]}")):
             groups[(row.scenario, row.dataset)].append(row)
     out = []
     for (scenario, dataset), group in sorted(groups.items()):

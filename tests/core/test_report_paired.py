@@ -39,6 +39,16 @@ def test_adjacent_gaps_are_paired_over_shared_images_by_hand():
     assert ladder.steps[2].diff is None
 
 
+def test_cells_filter_compares_two_rows_directly():
+    scores = {"a": {"x": 0.5, "y": 0.6}, "b": {"x": 0.45, "y": 0.55}, "c": {"x": 0.1, "y": 0.3}}
+    rows = [_row("a", "A"), _row("b", "B"), _row("c", "C")]
+    (ladder,) = ladders(rows, "images/ssim", scores, cells="^(A|C) vs")
+    assert [s.label.split(" vs ")[0] for s in ladder.steps] == ["A", "C"]
+    assert ladder.steps[0].diff == pytest.approx(0.35)
+    with pytest.raises(VisprivError, match="--paired-cells"):
+        ladders(rows, "images/ssim", scores, cells="[")
+
+
 def test_lower_is_better_ranks_ascending_and_gaps_stay_positive():
     scores = {"a": {"x": 0.1, "y": 0.2}, "b": {"x": 0.3, "y": 0.5}}
     (ladder,) = ladders([_row("b", "B", False), _row("a", "A", False)], "images/ssim", scores)
