@@ -84,16 +84,20 @@ def gallery_pngs(samples: dict[str, list[Sample]], out_dir: Path, max_rows: int 
 
 def merge_identical(samples: list[Sample]) -> list[Sample]:
     """One row per distinct estimate: cells whose reconstructions are pixel-identical (a baseline
-    such as ``flat-grey`` run against every defense) share a row titled with all their labels."""
-    out: dict[bytes, Sample] = {}
+    such as ``flat-grey`` run against every defense) share the first one's row, titled
+    ``<its label> (+N identical)``."""
+    first: dict[bytes, Sample] = {}
+    extra: dict[bytes, int] = {}
     for s in samples:
         key = s.estimate.tobytes()
-        if key in out:
-            first = out[key]
-            out[key] = Sample(f"{first.label}; {s.label}", first.ids, first.truth, first.estimate)
+        if key in first:
+            extra[key] += 1
         else:
-            out[key] = s
-    return list(out.values())
+            first[key], extra[key] = s, 0
+    return [
+        Sample(f"{s.label} (+{extra[k]} identical)", s.ids, s.truth, s.estimate) if extra[k] else s
+        for k, s in first.items()
+    ]
 
 
 def ranked(samples: list[Sample]) -> list[tuple[float, Sample]]:

@@ -40,7 +40,7 @@ def test_cells_are_ranked_by_their_samples_ssim_and_grouped_by_the_ids_they_show
 def test_pixel_identical_rows_share_one_row_with_both_labels():
     a, b, c = _sample("flat vs none", 10.0), _sample("flat vs lifting", 10.0), _sample("attack vs lifting", 30.0)
     merged = merge_identical([a, b, c])
-    assert [s.label for s in merged] == ["flat vs none; flat vs lifting", "attack vs lifting"]
+    assert [s.label for s in merged] == ["flat vs none (+1 identical)", "attack vs lifting"]
 
 
 def test_sample_shapes_are_checked(tmp_path):
