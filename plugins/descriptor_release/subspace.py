@@ -147,16 +147,19 @@ def lift(
 def canonical_offsets(offsets: np.ndarray | torch.Tensor, bases: np.ndarray | torch.Tensor) -> torch.Tensor:
     """The point of each subspace closest to the origin: c - B^T B c (orthogonal to B)."""
     import torch
-    c = torch.as_tensor(offsets)
-    b = torch.as_tensor(bases)
+    c = torch.as_tensor(_writable(offsets))
+    b = torch.as_tensor(_writable(bases))
     return c - torch.einsum("smd,sm->sd", b, torch.einsum("smd,sd->sm", b, c))
+
+
+def _writable(x: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
+    """``x``, copied if it is a read-only array (cached arrays load read-only; torch wants a writable buffer)."""
+    return np.require(x, requirements="W") if isinstance(x, np.ndarray) else x
 
 
 def _as_tensor(x: np.ndarray | torch.Tensor, device: str, dtype: torch.dtype) -> torch.Tensor:
     import torch
-    if not isinstance(x, torch.Tensor):  # cached arrays load read-only; torch wants a writable buffer
-        x = np.require(x, requirements="W")
-    return torch.as_tensor(x, dtype=dtype, device=device)
+    return torch.as_tensor(_writable(np.asarray(x) if not isinstance(x, torch.Tensor) else x), dtype=dtype, device=device)
 
 
 def _check_subspaces(offsets: np.ndarray, bases: np.ndarray) -> None:
