@@ -159,7 +159,7 @@ def _writable(x: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
 
 def _as_tensor(x: np.ndarray | torch.Tensor, device: str, dtype: torch.dtype) -> torch.Tensor:
     import torch
-    return torch.as_tensor(_writable(np.asarray(x) if not isinstance(x, torch.Tensor) else x), dtype=dtype, device=device)
+    return torch.as_tensor(x if isinstance(x, torch.Tensor) else _writable(np.asarray(x)), dtype=dtype, device=device)
 
 
 def _check_subspaces(offsets: np.ndarray, bases: np.ndarray) -> None:
