@@ -43,6 +43,7 @@ from vispriv.harness.errors import ConfigError, InputError
 from vispriv.harness.hashing import derive_seed
 from vispriv.plugins.descriptor_release.config import SiftConfig
 from vispriv.plugins.descriptor_release.inversion import InversionConfig, SparseFeatures
+from vispriv.plugins.descriptor_release.inversion.config import RefineConfig
 from vispriv.plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, LiftedFeatures, RawFeatures
 from vispriv.plugins.descriptor_release.sift import extract_features
 
@@ -164,17 +165,27 @@ class _Inversion(Attack):
         else:
             trained = train_or_load(self.training_sets(release, public, ctx), self.config.network, ctx, self.training_tag(release))
             net, info = trained.net, trained.info
-        recon = reconstruct(net, feats)
+        network_estimate = reconstruct(net, feats)
+        recon, refine_metrics = self.refine(network_estimate, release, ctx)
         estimate = Images(recon, list(feats.image_ids))
         metrics = {k: float(v) for k, v in info.items() if isinstance(v, (int, float))}
         metrics["keypoints_per_image"] = len(feats.keypoints) / max(feats.n_images, 1)
+        metrics.update(refine_metrics)
         if ctx.artifact_dir is not None:
             n = self.config.grid_images
-            occupancy = _keypoint_maps(feats)[:n]
-            save_image_grid(ctx.artifact(f"{self.name}_reconstructions.png"), [occupancy, recon[:n]],
-                            ["keypoints", "reconstruction"], feats.image_ids[:n])
-        directions = {"train_seconds": False, "train_images_per_second": True, "trained": False}
+            rows, labels = [_keypoint_maps(feats)[:n], recon[:n]], ["keypoints", "reconstruction"]
+            if refine_metrics:
+                rows, labels = [rows[0], network_estimate[:n], rows[1]], ["keypoints", "network", "reconstruction"]
+            save_image_grid(ctx.artifact(f"{self.name}_reconstructions.png"), rows, labels, feats.image_ids[:n])
+        directions = {"train_seconds": False, "train_images_per_second": True, "trained": False,
+                      "refine_seconds": False, "refine_descriptor_loss_before": False,
+                      "refine_descriptor_loss_after": False}
         return AttackResult(estimate={"images": estimate}, metrics=metrics, metric_directions=directions)
+
+
+    def refine(self, estimate: np.ndarray, release: Payload, ctx: CellContext) -> tuple[np.ndarray, dict[str, float]]:
+        """A second stage on the network's estimate (none here; ``invert-raw`` matches descriptors)."""
+        return estimate, {}
 
 
 def _keypoint_maps(feats: SparseFeatures) -> np.ndarray:
@@ -185,12 +196,39 @@ def _keypoint_maps(feats: SparseFeatures) -> np.ndarray:
     return out
 
 
+class InvertRawConfig(InversionAttackConfig):
+    """The network's config, and the descriptor-matching refinement of its estimate."""
+
+    refine: RefineConfig = Field(
+        RefineConfig(),
+        description="refine the network's estimate until its SIFT at the released frames matches the released "
+        "descriptors (inversion by optimisation, Mahendran and Vedaldi 2015); steps: 0 = the network alone",
+    )
+
+
 class InvertRaw(_Inversion):
-    """U-Net inversion of raw (or recovered) SIFT descriptors at their keypoints ([30]; Table 1 "Raw")."""
+    """U-Net inversion of raw (or recovered) SIFT descriptors at their keypoints ([30]; Table 1 "Raw"),
+    refined by descriptor matching (:mod:`~vispriv.plugins.descriptor_release.inversion.refine`)."""
 
     name = "invert-raw"
-    version = "1.0"
+    version = "1.1"
     consumes = (RawFeatures,)
+    Config = InvertRawConfig
+
+    def refine(self, estimate: np.ndarray, release: RawFeatures, ctx: CellContext) -> tuple[np.ndarray, dict[str, float]]:
+        import time
+
+        from vispriv.plugins.descriptor_release.inversion.refine import refine_to_descriptors
+
+        cfg = self.config.refine
+        if cfg.steps == 0:
+            return estimate, {}
+        start = time.perf_counter()
+        refined, losses = refine_to_descriptors(
+            estimate, release.keypoints, release.scales, release.orientations, release.descriptors,
+            release.image_index, cfg, progress=lambda it, desc, total: ctx.progress(it, desc=desc, total=total),
+        )
+        return refined, {**{f"refine_{k}": v for k, v in losses.items()}, "refine_seconds": time.perf_counter() - start}
 
     def channels(self, release: RawFeatures) -> np.ndarray:
         return release.descriptors
