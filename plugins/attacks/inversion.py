@@ -4,7 +4,10 @@ Each attack trains (once; the checkpoint is cached by content) a sparse-feature 
 features of the public images (``DescriptorPublic.public``) made the way the matching
 defense makes them, then reconstructs every released image:
 
-* ``invert-raw`` -- raw SIFT descriptors at their keypoints (Table 1's "Raw" upper bound).
+* ``invert-raw`` -- raw SIFT descriptors at their keypoints (Table 1's "Raw" upper bound);
+  the network's estimate is then refined until its own SIFT at the released keypoint frames
+  matches the released descriptors (``refine``; inversion by optimisation, see
+  :mod:`vispriv.plugins.descriptor_release.inversion.refine`).
   Its input type, :class:`RawFeatures`, is also what the descriptor-recovery attacks
   (``database``, ``clustering``, ``nearest``) estimate, so ``chain: [database, invert-raw]``
   is the paper's two-stage attack; the network trained on raw public SIFT is shared by

@@ -142,9 +142,9 @@ def lafs_from_geometry(centres: np.ndarray, scales: np.ndarray, angles_deg: np.n
     import torch
     from kornia.feature import laf_from_center_scale_ori
 
-    laf = laf_from_center_scale_ori(torch.from_numpy(np.asarray(centres, np.float32))[None],
-                                    torch.from_numpy(np.asarray(scales, np.float32)).reshape(1, -1, 1, 1),
-                                    torch.from_numpy(np.asarray(angles_deg, np.float32)).reshape(1, -1, 1))
+    laf = laf_from_center_scale_ori(torch.from_numpy(np.array(centres, np.float32))[None],  # copies: releases are read-only
+                                    torch.from_numpy(np.array(scales, np.float32)).reshape(1, -1, 1, 1),
+                                    torch.from_numpy(np.array(angles_deg, np.float32)).reshape(1, -1, 1))
     return laf[0].numpy()
 
 
