@@ -27,7 +27,8 @@ Choices (all in :class:`~.config.RefineConfig`):
 * **Regularisers.** Without them the optimiser drives the descriptor term far below the
   truth's own value with high-frequency texture (docs/inversion.md, session 7): the prior
   term keeps what the network knows (brightness, which SIFT does not carry), TV
-  (anisotropic, mean absolute difference of neighbours) suppresses the texture.
+  (``kornia.losses.total_variation``, anisotropic, ``reduction="mean"``: the mean absolute
+  vertical plus the mean absolute horizontal difference) suppresses the texture.
 * **Grey.** SIFT sees luminance: a colour estimate is refined in its channel mean and the
   change added to every channel.
 * Images without any keypoint are returned unchanged; images are optimised in chunks of
@@ -140,6 +141,7 @@ def refine_to_descriptors(
     matches ``descriptors`` (module docstring); returns the images and ``{descriptor_loss_before,
     descriptor_loss_after}`` (keypoint-weighted means of the first and last step's descriptor term)."""
     import torch
+    from kornia.losses import total_variation
 
     from vispriv.plugins.descriptor_release.patches import lafs_from_geometry
 
@@ -168,7 +170,7 @@ def refine_to_descriptors(
             opt.zero_grad()
             data = descriptor_loss(x, lafs, local, target, cfg.patch_size)
             prior = ((x - ref) ** 2).mean()
-            tv = (x[..., 1:, :] - x[..., :-1, :]).abs().mean() + (x[..., :, 1:] - x[..., :, :-1]).abs().mean()
+            tv = total_variation(x, reduction="mean").mean()
             (data + cfg.prior_weight * prior + cfg.tv_weight * tv).backward()
             opt.step()
             with torch.no_grad():
