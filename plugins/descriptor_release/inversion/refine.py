@@ -151,7 +151,7 @@ def refine_to_descriptors(
     if cfg.steps == 0 or len(keypoints) == 0:
         return out, {}
     lafs_all = torch.from_numpy(lafs_from_geometry(keypoints, scales, orientations))
-    desc_all = torch.from_numpy(np.asarray(descriptors, np.float32))
+    desc_all = torch.from_numpy(np.array(descriptors, np.float32))  # a copy: releases are read-only
     counts = np.bincount(image_index, minlength=len(images))
     chunks = _chunks(counts, cfg.chunk_keypoints)
     grey = images.mean(axis=-1)
