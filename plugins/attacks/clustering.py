@@ -72,7 +72,7 @@ class ClusteringAttack(Attack):
         )
         sizes_q = np.array([len(a) for a in aux], np.float64)
         return AttackResult(
-            estimate={"descriptors": recovered(release, est), "lifting": trace},
+            estimate={"descriptors": recovered(release, est, cands), "lifting": trace},
             metrics={
                 "aux_found": float(np.mean(sizes_q > 0)) if len(sizes_q) else 0.0,
                 "aux_mean_size": float(sizes_q.mean()) if len(sizes_q) else 0.0,

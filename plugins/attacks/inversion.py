@@ -13,9 +13,16 @@ defense makes them, then reconstructs every released image:
   is the paper's two-stage attack; the network trained on raw public SIFT is shared by
   every chain (section 6.1: one pre-trained network).
 * ``dia`` -- the direct inversion attack of [11]: offset and basis of each lifted subspace
-  in the channels ((m + 1) * 128), trained on public descriptors lifted like the defense.
+  in the channels ((m + 1) * 128), trained on public descriptors lifted like the defense;
+  refined until the image's SIFT at each keypoint lies on its released subspace.
 * ``invert-ldp`` -- section 6.3: the m released LDP-Feat candidates stacked (m * 128
-  channels), trained on public descriptors privatised with the same mechanism.
+  channels), trained on public descriptors privatised with the same mechanism; refined
+  towards the nearest of each keypoint's m candidates.
+
+The refinement is the same stage for all three (``refine``, :class:`SiftTargets`): each
+attack says what its release tells about each descriptor (the descriptor itself; the lifted
+subspace that holds it -- also for descriptors recovered from a lifted release, which carry
+their subspaces as :class:`RecoveredFeatures`; a candidate set).
 * ``mean-image`` -- the floor: every image estimated by the mean public image.
 
 Estimates are grey by default (SIFT carries no colour); the image metrics compare grey
@@ -47,7 +54,14 @@ from vispriv.harness.hashing import derive_seed
 from vispriv.plugins.descriptor_release.config import SiftConfig
 from vispriv.plugins.descriptor_release.inversion import InversionConfig, SparseFeatures
 from vispriv.plugins.descriptor_release.inversion.config import RefineConfig
-from vispriv.plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, LiftedFeatures, RawFeatures
+from vispriv.plugins.descriptor_release.inversion.refine import SiftTargets
+from vispriv.plugins.descriptor_release.payloads import (
+    DescriptorPublic,
+    LdpFeatures,
+    LiftedFeatures,
+    RawFeatures,
+    RecoveredFeatures,
+)
 from vispriv.plugins.descriptor_release.sift import extract_features
 
 SCENARIO = "descriptor-release"
@@ -88,6 +102,11 @@ class InversionAttackConfig(PluginConfig):
     )
     checkpoint: str | None = Field(None, description="load this checkpoint instead of training")
     grid_images: int = Field(8, ge=1, description="reconstructions shown in the PNG grid")
+    refine: RefineConfig = Field(
+        RefineConfig(),
+        description="refine the network's estimate until its SIFT at the released frames matches what the release "
+        "says of each descriptor (inversion by optimisation, Mahendran and Vedaldi 2015); steps: 0 = the network alone",
+    )
 
 
 def _public_images(public: Payload | None, name: str, sets: tuple[str, ...] = ("public",)) -> Images:
@@ -186,9 +205,27 @@ class _Inversion(Attack):
         return AttackResult(estimate={"images": estimate}, metrics=metrics, metric_directions=directions)
 
 
+    def refine_targets(self, release: Payload) -> SiftTargets:
+        """What the release says of each keypoint's descriptor, for the refinement's data term."""
+        raise NotImplementedError
+
     def refine(self, estimate: np.ndarray, release: Payload, ctx: CellContext) -> tuple[np.ndarray, dict[str, float]]:
-        """A second stage on the network's estimate (none here; ``invert-raw`` matches descriptors)."""
-        return estimate, {}
+        """The second stage: the network's estimate refined by descriptor matching
+        (:func:`~vispriv.plugins.descriptor_release.inversion.refine.refine_to_descriptors`)
+        against :meth:`refine_targets`; ``refine: {steps: 0}`` returns it unchanged."""
+        import time
+
+        from vispriv.plugins.descriptor_release.inversion.refine import refine_to_descriptors
+
+        cfg = self.config.refine
+        if cfg.steps == 0:
+            return estimate, {}
+        start = time.perf_counter()
+        refined, losses = refine_to_descriptors(
+            estimate, release.keypoints, release.scales, release.orientations, self.refine_targets(release),
+            release.image_index, cfg, progress=lambda it, desc, total: ctx.progress(it, desc=desc, total=total),
+        )
+        return refined, {**{f"refine_{k}": v for k, v in losses.items()}, "refine_seconds": time.perf_counter() - start}
 
 
 def _keypoint_maps(feats: SparseFeatures) -> np.ndarray:
@@ -199,39 +236,30 @@ def _keypoint_maps(feats: SparseFeatures) -> np.ndarray:
     return out
 
 
-class InvertRawConfig(InversionAttackConfig):
-    """The network's config, and the descriptor-matching refinement of its estimate."""
-
-    refine: RefineConfig = Field(
-        RefineConfig(),
-        description="refine the network's estimate until its SIFT at the released frames matches the released "
-        "descriptors (inversion by optimisation, Mahendran and Vedaldi 2015); steps: 0 = the network alone",
-    )
-
-
 class InvertRaw(_Inversion):
     """U-Net inversion of raw (or recovered) SIFT descriptors at their keypoints ([30]; Table 1 "Raw"),
-    refined by descriptor matching (:mod:`~vispriv.plugins.descriptor_release.inversion.refine`)."""
+    refined by descriptor matching (:mod:`~vispriv.plugins.descriptor_release.inversion.refine`).
+
+    Recovered descriptors (:class:`RecoveredFeatures`, from ``database`` / ``clustering`` /
+    ``nearest``) carry the lifted subspaces they were recovered from, which hold the true
+    descriptors: the refinement then also matches them (``refine.subspace_weight``) and reads
+    the recovery as ``refine.points`` says (the estimate, the whole candidate set, or nothing).
+    """
 
     name = "invert-raw"
-    version = "1.1"
+    version = "1.2"
     consumes = (RawFeatures,)
-    Config = InvertRawConfig
 
-    def refine(self, estimate: np.ndarray, release: RawFeatures, ctx: CellContext) -> tuple[np.ndarray, dict[str, float]]:
-        import time
-
-        from vispriv.plugins.descriptor_release.inversion.refine import refine_to_descriptors
-
+    def refine_targets(self, release: RawFeatures) -> SiftTargets:
         cfg = self.config.refine
-        if cfg.steps == 0:
-            return estimate, {}
-        start = time.perf_counter()
-        refined, losses = refine_to_descriptors(
-            estimate, release.keypoints, release.scales, release.orientations, release.descriptors,
-            release.image_index, cfg, progress=lambda it, desc, total: ctx.progress(it, desc=desc, total=total),
-        )
-        return refined, {**{f"refine_{k}": v for k, v in losses.items()}, "refine_seconds": time.perf_counter() - start}
+        if not isinstance(release, RecoveredFeatures):
+            return SiftTargets(candidates=release.descriptors)
+        points = {"estimate": release.descriptors, "none": None,
+                  "candidates": release.descriptors if release.candidates is None else release.candidates}[cfg.points]
+        if cfg.subspace_weight == 0:
+            return SiftTargets(candidates=release.descriptors if points is None else points)
+        return SiftTargets(candidates=points, offsets=release.offsets, bases=release.bases,
+                           subspace_weight=cfg.subspace_weight)
 
     def channels(self, release: RawFeatures) -> np.ndarray:
         return release.descriptors
@@ -248,10 +276,11 @@ class DiaConfig(InversionAttackConfig):
 
 
 class Dia(_Inversion):
-    """Direct inversion attack of [11]: the network reads offset + basis of each lifted subspace."""
+    """Direct inversion attack of [11]: the network reads offset + basis of each lifted subspace,
+    then the estimate is refined until its SIFT lies on the subspaces (``refine.subspace_weight``)."""
 
     name = "dia"
-    version = "1.0"
+    version = "1.1"
     consumes = (LiftedFeatures,)
     Config = DiaConfig
 
@@ -263,6 +292,9 @@ class Dia(_Inversion):
 
     def training_tag(self, release: LiftedFeatures) -> str:
         return f"{self.name}-m{release.m}"
+
+    def refine_targets(self, release: LiftedFeatures) -> SiftTargets:
+        return SiftTargets(offsets=release.offsets, bases=release.bases, subspace_weight=self.config.refine.subspace_weight)
 
     def public_features(self, variant: Images, release: LiftedFeatures, public: DescriptorPublic, ctx: CellContext) -> SparseFeatures:
         from vispriv.plugins.descriptor_release.dictionary import build_dictionary
@@ -299,15 +331,19 @@ class InvertLdpConfig(InversionAttackConfig):
 
 
 class InvertLdp(_Inversion):
-    """Section 6.3: the network reads the m LDP-Feat candidates of each keypoint stacked (m * 128 channels)."""
+    """Section 6.3: the network reads the m LDP-Feat candidates of each keypoint stacked (m * 128 channels),
+    then the estimate is refined towards the nearest of each keypoint's candidates."""
 
     name = "invert-ldp"
-    version = "1.0"
+    version = "1.1"
     consumes = (LdpFeatures,)
     Config = InvertLdpConfig
 
     def channels(self, release: LdpFeatures) -> np.ndarray:
         return release.candidates.reshape(len(release.candidates), -1)
+
+    def refine_targets(self, release: LdpFeatures) -> SiftTargets:
+        return SiftTargets(candidates=release.candidates)
 
     def training_tag(self, release: LdpFeatures) -> str:
         eps = getattr(release, "epsilon", None)

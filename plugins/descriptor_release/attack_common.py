@@ -8,7 +8,7 @@ from pydantic import Field
 from vispriv.harness import Cache, PluginConfig
 from vispriv.harness.errors import InputError
 from vispriv.plugins.descriptor_release.dictionary import build_dictionary
-from vispriv.plugins.descriptor_release.payloads import DescriptorPublic, LiftedFeatures, RawFeatures
+from vispriv.plugins.descriptor_release.payloads import DescriptorPublic, LiftedFeatures, RecoveredFeatures
 from vispriv.plugins.descriptor_release.subspace import n_adversarial
 
 
@@ -26,9 +26,11 @@ def public_database(pub: DescriptorPublic, cfg: PublicDatabaseConfig, cache: Cac
     return build_dictionary(pub.public, cfg.database_size, pub.sift, cfg.dictionary_seed, cfg.database_augment, cfg.kmeans_niter, cache)
 
 
-def recovered(release: LiftedFeatures, descriptors: np.ndarray) -> RawFeatures:
-    """The recovered descriptors at the release's keypoints (estimate key ``descriptors``; chains into inversion)."""
-    return RawFeatures(**release.keypoint_fields(), descriptors=descriptors)
+def recovered(release: LiftedFeatures, descriptors: np.ndarray, candidates: np.ndarray | None = None) -> RecoveredFeatures:
+    """The recovered descriptors at the release's keypoints (estimate key ``descriptors``; chains into
+    inversion), with the attacked subspaces and the candidate set they were chosen from."""
+    return RecoveredFeatures(**release.keypoint_fields(), descriptors=descriptors, offsets=release.offsets,
+                             bases=release.bases, candidates=candidates)
 
 
 def adversarial_count(release: LiftedFeatures, override: int | None, attack: str) -> int | None:

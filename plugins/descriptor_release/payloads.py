@@ -95,6 +95,36 @@ class RawFeatures(_Keypointed):
 
 
 @dataclass
+class RecoveredFeatures(RawFeatures):
+    """Descriptors a recovery attack estimated from a lifted release (ldp-feat.md section 4),
+    with what the estimate was drawn from, so a later stage can check its work.
+
+    ``offsets`` (K, 128) / ``bases`` (K, m, 128) are the attacked subspaces (public: the
+    release itself), each of which holds the true descriptor; ``candidates`` (K, C, 128)
+    the attack's candidate set when it chose among several (section 4.2's k cluster
+    candidates), ``None`` otherwise. ``descriptors`` is the attack's single estimate.
+    """
+
+    offsets: np.ndarray = field(default_factory=lambda: np.zeros((0, DESCRIPTOR_DIM), np.float32))
+    bases: np.ndarray = field(default_factory=lambda: np.zeros((0, 1, DESCRIPTOR_DIM), np.float32))
+    candidates: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.offsets = np.asarray(self.offsets, dtype=np.float32)
+        self.bases = np.asarray(self.bases, dtype=np.float32)
+        _check_rows("offsets", self.offsets, self.n_keypoints, DESCRIPTOR_DIM)
+        if self.bases.ndim != 3:
+            raise InputError(f"bases must be (K, m, {DESCRIPTOR_DIM}); got {self.bases.shape}")
+        _check_rows("bases", self.bases, self.n_keypoints, DESCRIPTOR_DIM)
+        if self.candidates is not None:
+            self.candidates = np.asarray(self.candidates, dtype=np.float32)
+            if self.candidates.ndim != 3:
+                raise InputError(f"candidates must be (K, C, {DESCRIPTOR_DIM}); got {self.candidates.shape}")
+            _check_rows("candidates", self.candidates, self.n_keypoints, DESCRIPTOR_DIM)
+
+
+@dataclass
 class LiftedFeatures(_Keypointed):
     """Affine subspaces (offset + orthonormal basis of m directions) per keypoint (ref [11]).
 

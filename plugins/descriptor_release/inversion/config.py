@@ -91,7 +91,10 @@ class RefineConfig(PluginConfig):
 
     Defaults: the best of three (prior, TV) settings compared on Table 1's crops
     ((20, 0), (1, 0.3), (5, 1); paired SSIM +.007, +.028, +.031 over the U-Net alone) at 100
-    Adam steps; ``steps: 0`` turns the stage off.
+    Adam steps; ``steps: 0`` turns the stage off. For descriptors recovered from a lifted
+    release, matching the subspace alone (``points: none``) beat matching the recovery's
+    estimate, the estimate plus the subspace, or the nearest candidate, with or without the
+    subspace (clustering on Table 1's crops, docs/inversion.md session 8).
     """
 
     steps: int = Field(100, ge=0, description="Adam steps on the pixels (0 = no refinement)")
@@ -100,3 +103,9 @@ class RefineConfig(PluginConfig):
     tv_weight: float = Field(1.0, ge=0, description="weight of anisotropic total variation (Mahendran and Vedaldi 2015)")
     patch_size: int = Field(16, ge=4, le=64, description="samples a side of each keypoint's frame for the SIFT descriptor")
     chunk_keypoints: int = Field(16384, ge=1, description="images are optimised together up to this many keypoints")
+    subspace_weight: float = Field(
+        1.0, ge=0, description="weight of dist(f_k(x), D_k)^2 when the release holds each descriptor's lifted subspace "
+        "D_k (dia; descriptors recovered by database / clustering / nearest); 0 = ignore the subspaces")
+    points: Literal["estimate", "candidates", "none"] = Field(
+        "none", description="which recovered descriptors to match besides the subspace: the recovery's estimate, "
+        "the nearest of its candidate set (clustering's k candidates), or none (the subspace alone)")

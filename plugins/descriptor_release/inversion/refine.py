@@ -33,11 +33,29 @@ Choices (all in :class:`~.config.RefineConfig`):
   change added to every channel.
 * Images without any keypoint are returned unchanged; images are optimised in chunks of
   at most ``chunk_keypoints`` keypoints (all of a chunk's images in one batch).
+
+**What the attacker knows of d_k** (:class:`SiftTargets`). The data term above is the case
+of one known descriptor per keypoint (raw SIFT, or a recovery attack's estimate). Two other
+readings of a release give a term of the same kind:
+
+* a *candidate set* ``C_k`` that holds d_k or a descriptor near it (the k cluster candidates
+  of the clustering attack, section 4.2; the m LDP-Feat candidates, section 5): the term
+  ``min_{c in C_k} ||f_k(x) - c||^2`` lets the image pick the candidate its own SIFT agrees
+  with (a point set of one candidate is the plain term);
+* the released *affine subspace* ``D_k`` (offset o_k, orthonormal basis B_k; ldp-feat.md
+  section 3): d_k lies on D_k exactly, so ``dist(f_k(x), D_k)^2 = ||r||^2 - ||B_k r||^2``
+  with ``r = f_k(x) - o_k`` (the point-to-subspace distance of section 4, Eq. (1)'s
+  denominator squared) is zero at the truth. It needs no recovery at all (the DIA threat
+  model) and, beside a recovered point, keeps wrong recoveries from pulling the image off
+  the subspace.
+
+Both terms may be present; the subspace term is weighted by ``subspace_weight``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -50,7 +68,7 @@ from vispriv.plugins.descriptor_release.payloads import DESCRIPTOR_DIM
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["RefineConfig", "descriptor_loss", "refine_to_descriptors", "sift_at_frames"]
+__all__ = ["RefineConfig", "SiftTargets", "descriptor_loss", "refine_to_descriptors", "sift_at_frames"]
 
 Progress = Callable[[Iterable[int], str, int], Iterator[int]]
 
@@ -90,9 +108,58 @@ def sift_at_frames(images: torch.Tensor, lafs: torch.Tensor, image_index: torch.
     return _sift_descriptor(patch_size)(patches.reshape(-1, 1, patch_size, patch_size))
 
 
-def descriptor_loss(images: torch.Tensor, lafs: torch.Tensor, image_index: torch.Tensor, descriptors: torch.Tensor, patch_size: int) -> torch.Tensor:
-    """Mean over keypoints of the squared L2 distance between ``f_k(images)`` and ``descriptors``."""
-    return ((sift_at_frames(images, lafs, image_index, patch_size) - descriptors) ** 2).sum(-1).mean()
+def descriptor_loss(images: torch.Tensor, lafs: torch.Tensor, image_index: torch.Tensor, targets: SiftTargets,
+                    rows: np.ndarray, patch_size: int) -> torch.Tensor:
+    """Mean over keypoints ``rows`` of :meth:`SiftTargets.data_term` of ``f_k(images)`` (the refinement's data term)."""
+    return targets.data_term(sift_at_frames(images, lafs, image_index, patch_size), rows).mean()
+
+
+@dataclass
+class SiftTargets:
+    """What the attacker knows of each keypoint's descriptor (module docstring): a candidate set
+    ``candidates`` (K, C, 128) -- C = 1 for a known or recovered descriptor -- and/or the affine
+    subspace ``offsets`` (K, 128) + orthonormal ``bases`` (K, m, 128) that holds it."""
+
+    candidates: np.ndarray | None = None
+    offsets: np.ndarray | None = None
+    bases: np.ndarray | None = None
+    subspace_weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.candidates is None and self.offsets is None:
+            raise InputError("refinement needs descriptors, candidates or subspaces to match")
+        if (self.offsets is None) != (self.bases is None):
+            raise InputError("refinement: subspace offsets and bases come together")
+        if self.candidates is not None:
+            c = np.array(self.candidates, np.float32)  # a copy: releases are read-only
+            self.candidates = c[:, None] if c.ndim == 2 else c
+            if self.candidates.ndim != 3 or self.candidates.shape[-1] != DESCRIPTOR_DIM:
+                raise InputError(f"refinement needs ({DESCRIPTOR_DIM})-d descriptors (K, {DESCRIPTOR_DIM}) or candidate "
+                                 f"sets (K, C, {DESCRIPTOR_DIM}); got shape {np.shape(c)}")
+        if self.offsets is not None:
+            self.offsets = np.array(self.offsets, np.float32)
+            self.bases = np.array(self.bases, np.float32)
+            if self.offsets.shape[-1] != DESCRIPTOR_DIM or self.bases.ndim != 3 or self.bases.shape[-1] != DESCRIPTOR_DIM \
+                    or len(self.bases) != len(self.offsets):
+                raise InputError(f"refinement: subspaces need offsets (K, {DESCRIPTOR_DIM}) and bases (K, m, "
+                                 f"{DESCRIPTOR_DIM}); got {self.offsets.shape} and {self.bases.shape}")
+
+    def __len__(self) -> int:
+        return len(self.candidates if self.candidates is not None else self.offsets)
+
+    def data_term(self, f: torch.Tensor, rows: np.ndarray) -> torch.Tensor:
+        """(K,) squared distance of each keypoint's SIFT ``f`` (K, 128) to what is known of d_k (rows ``rows``)."""
+        import torch
+
+        term = torch.zeros(len(f), dtype=f.dtype)
+        if self.candidates is not None:
+            c = torch.from_numpy(self.candidates[rows])
+            term = term + (f[:, None, :] - c).square().sum(-1).amin(dim=1)
+        if self.offsets is not None:
+            r = f - torch.from_numpy(self.offsets[rows])
+            along = torch.einsum("kmd,kd->km", torch.from_numpy(self.bases[rows]), r)
+            term = term + self.subspace_weight * (r.square().sum(-1) - along.square().sum(-1)).clamp(min=0.0)
+        return term
 
 
 def _chunks(counts: np.ndarray, limit: int) -> list[np.ndarray]:
@@ -112,16 +179,14 @@ def _chunks(counts: np.ndarray, limit: int) -> list[np.ndarray]:
 
 
 def _check(images: np.ndarray, keypoints: np.ndarray, scales: np.ndarray | None, orientations: np.ndarray | None,
-           descriptors: np.ndarray, image_index: np.ndarray) -> None:
+           targets: SiftTargets, image_index: np.ndarray) -> None:
     if images.ndim != 4:
         raise InputError(f"refinement needs images (N, H, W, C); got shape {images.shape}")
     if scales is None or orientations is None:
         raise InputError("refinement by descriptor matching needs each keypoint's scale and orientation; "
                          "the release carries none (set the attack's refine: {steps: 0})")
-    if descriptors.ndim != 2 or descriptors.shape[1] != DESCRIPTOR_DIM:
-        raise InputError(f"refinement needs ({DESCRIPTOR_DIM})-d descriptors; got shape {descriptors.shape}")
     k = len(keypoints)
-    if not (len(scales) == len(orientations) == len(descriptors) == len(image_index) == k):
+    if not (len(scales) == len(orientations) == len(targets) == len(image_index) == k):
         raise InputError("refinement: keypoints, scales, orientations, descriptors and image_index differ in length")
     if k and (image_index.min() < 0 or image_index.max() >= len(images)):
         raise InputError(f"refinement: image_index outside 0..{len(images) - 1}")
@@ -132,26 +197,28 @@ def refine_to_descriptors(
     keypoints: np.ndarray,
     scales: np.ndarray | None,
     orientations: np.ndarray | None,
-    descriptors: np.ndarray,
+    descriptors: np.ndarray | SiftTargets,
     image_index: np.ndarray,
     cfg: RefineConfig,
     progress: Progress | None = None,
 ) -> tuple[np.ndarray, dict[str, float]]:
     """``images`` (N, H, W, C) in [0, 1] refined so that their SIFT at the keypoints' frames
-    matches ``descriptors`` (module docstring); returns the images and ``{descriptor_loss_before,
-    descriptor_loss_after}`` (keypoint-weighted means of the first and last step's descriptor term)."""
+    matches ``descriptors`` (K, 128) -- or, more generally, the candidate sets and/or subspaces
+    of a :class:`SiftTargets` (module docstring); returns the images and
+    ``{descriptor_loss_before, descriptor_loss_after}`` (keypoint-weighted means of the first
+    and last step's data term)."""
     import torch
     from kornia.losses import total_variation
 
     from vispriv.plugins.descriptor_release.patches import lafs_from_geometry
 
     images = np.asarray(images, np.float32)
-    _check(images, keypoints, scales, orientations, descriptors, image_index)
+    targets = descriptors if isinstance(descriptors, SiftTargets) else SiftTargets(candidates=descriptors)
+    _check(images, keypoints, scales, orientations, targets, image_index)
     out = images.copy()
     if cfg.steps == 0 or len(keypoints) == 0:
         return out, {}
     lafs_all = torch.from_numpy(lafs_from_geometry(keypoints, scales, orientations))
-    desc_all = torch.from_numpy(np.array(descriptors, np.float32))  # a copy: releases are read-only
     counts = np.bincount(image_index, minlength=len(images))
     chunks = _chunks(counts, cfg.chunk_keypoints)
     grey = images.mean(axis=-1)
@@ -161,14 +228,15 @@ def refine_to_descriptors(
     for chunk in chunks:
         rows = np.flatnonzero(np.isin(image_index, chunk))
         local = torch.from_numpy(np.searchsorted(chunk, image_index[rows]))
-        lafs, target = lafs_all[rows], desc_all[rows]
+        lafs = lafs_all[rows]
         ref = torch.from_numpy(grey[chunk])[:, None]
         x = ref.clone().requires_grad_(True)
         opt = torch.optim.Adam([x], lr=cfg.lr)
+
         for step in range(cfg.steps):
             next(ticks, None)
             opt.zero_grad()
-            data = descriptor_loss(x, lafs, local, target, cfg.patch_size)
+            data = descriptor_loss(x, lafs, local, targets, rows, cfg.patch_size)
             prior = ((x - ref) ** 2).mean()
             tv = total_variation(x, reduction="mean").mean()
             (data + cfg.prior_weight * prior + cfg.tv_weight * tv).backward()
@@ -178,7 +246,7 @@ def refine_to_descriptors(
             if step == 0:
                 before += float(data.detach()) * len(rows)
         with torch.no_grad():
-            after += float(descriptor_loss(x, lafs, local, target, cfg.patch_size)) * len(rows)
+            after += float(descriptor_loss(x, lafs, local, targets, rows, cfg.patch_size)) * len(rows)
         change = (x.detach()[:, 0] - ref[:, 0]).numpy()[..., None]
         out[chunk] = np.clip(images[chunk] + change, 0.0, 1.0)
     for _ in ticks:  # close the progress bar
