@@ -12,9 +12,17 @@ from vispriv.plugins.attacks.database import DatabaseAttack, default_v_size
 from vispriv.plugins.attacks.nearest import NearestAttack
 from vispriv.plugins.defenses.affine_lifting import AffineLifting
 from vispriv.plugins.defenses.identity_features import RawFeaturesRelease
+from vispriv.plugins.descriptor_release.attack_common import adversarial_count
 from vispriv.plugins.descriptor_release.datasets import BundledImages
 from vispriv.plugins.descriptor_release.matching import MatchingConfig
-from vispriv.plugins.descriptor_release.payloads import LiftedFeatures, LiftingTruth, RawFeatures, RecoveryTrace
+from vispriv.plugins.descriptor_release.payloads import (
+    LiftedFeatures,
+    LiftingTruth,
+    RawFeatures,
+    RecoveredFeatures,
+    RecoveryTrace,
+)
+from vispriv.plugins.descriptor_release.subspace import point_subspace_sqdist
 from vispriv.plugins.metrics.descriptor_recovery import DescriptorRecovery, LiftingAssumptions
 
 SMALL_MATCHING = MatchingConfig(homographies_per_image=1, stereo=False)
@@ -139,6 +147,13 @@ def test_attacks_recover_better_than_nearest(lifted, scene, ctx):
         res = attack.attack(lifted.release, scene.public, ctx)
         est = res.estimate["descriptors"]
         assert isinstance(est, RawFeatures) and np.array_equal(est.keypoints, lifted.release.keypoints)
+        # recovered features carry the attacked subspaces (for the inversion's refinement), each holding its truth
+        assert isinstance(est, RecoveredFeatures) and np.array_equal(est.bases, lifted.release.bases)
+        on = point_subspace_sqdist(truth["descriptors"].descriptors, est.offsets, est.bases)
+        assert np.max(np.diagonal(on)) < 1e-4
+        if attack.name == "clustering":  # its k = n_adv + 1 candidates, the estimate among them
+            assert est.candidates.shape[1] == adversarial_count(lifted.release, None, "clustering") + 1
+            assert np.min(np.abs(est.candidates - est.descriptors[:, None]).max(-1), axis=1).max() < 1e-6
         scores[attack.name] = DescriptorRecovery().score(truth["descriptors"], est, ctx)
         if "lifting" in res.estimate:
             checks = LiftingAssumptions().score(truth["lifting"], res.estimate["lifting"], ctx)
