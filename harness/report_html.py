@@ -166,16 +166,22 @@ def ladder_html(ladder: Ladder) -> str:
         gap = "–" if st.diff is None else f"{st.diff:+.3f}" + ("" if st.diff_se is None else f" ± {st.diff_se:.3f}")
         weak = ' class="weak"' if st.ratio is not None and st.ratio < 2 else ""
         ratio = "–" if st.ratio is None else f"{st.ratio:.1f}"
+        weak_robust = ' class="weak"' if st.ratio_overlap is not None and st.ratio_overlap < 2 else ""
+        robust = "–" if st.ratio_overlap is None else f"{st.ratio_overlap:.1f}"
+        n_eff = "–" if st.n_effective is None else f"{st.n_effective:.0f}"
         rows.append(
             f"<tr><td>{i}</td><th>{html.escape(st.label)}</th><td>{st.mean:.3f}</td><td>{st.n}</td><td>{html.escape(gap)}</td>"
-            f"<td{weak}>{ratio}</td><td>{st.n_pairs if st.diff is not None else '–'}</td></tr>"
+            f"<td{weak}>{ratio}</td><td>{st.n_pairs if st.diff is not None else '–'}</td>"
+            f"<td{weak_robust}>{robust}</td><td>{n_eff}</td></tr>"
         )
     better = "higher" if ladder.higher_is_better else "lower"
     subset = f"images matching {ladder.ids} only; " if ladder.ids else ""
     return (
         f"<h3>paired differences, {html.escape(ladder.metric)} <small>({html.escape(ladder.dataset)}; {better} is better; {html.escape(subset)}"
-        "each gap to the next row over the images both scored, ± s.e.; overlapping images make the effective n smaller)</small></h3>"
-        "<table><tr><th>rank</th><th>cell</th><th>mean</th><th>n</th><th>gap to next</th><th>gap / s.e.</th><th>n paired</th></tr>"
+        "each gap to the next row over the images both scored, ± s.e.; overlapping grid crops: the gap over its "
+        "overlap-robust s.e. and the effective n)</small></h3>"
+        "<table><tr><th>rank</th><th>cell</th><th>mean</th><th>n</th><th>gap to next</th><th>gap / s.e.</th><th>n paired</th>"
+        "<th>gap / s.e. (overlap-robust)</th><th>effective n</th></tr>"
         + "".join(rows) + "</table>"
     )
 

@@ -8,9 +8,11 @@ report ranks the cells of a (scenario, dataset) best first and gives, for each a
 pair, the mean per-image difference, its standard error ``sd / sqrt(n)`` over the n images
 both scored, and their ratio -- the "each adjacent gap >= 2 standard errors" check of a
 table such as ldp-feat.md Table 1. When the images overlap (half-overlapping crops) they
-are not independent and the effective n is smaller than n: the report says so, and
-``ids`` (a regular expression) restricts the comparison to a subset of images, e.g. the
-mutually disjoint crops of a half-overlapping grid (``@[02],[02]$`` for ``test_grid: 4``),
+are not independent and the effective n is smaller than n. For grid crops (ids
+``photo@r,c``, :func:`vispriv.harness.data.bundled.grid_crops`) the report therefore also
+gives an overlap-robust standard error (:func:`overlap_robust_se`) and the effective n it
+implies; ``ids`` (a regular expression) restricts the comparison to a subset of images, e.g.
+the mutually disjoint crops of a half-overlapping grid (``@[02],[02]$`` for ``test_grid: 4``),
 and ``cells`` to the cells whose label matches (two rows compared directly).
 """
 
@@ -32,6 +34,33 @@ from vispriv.harness.report import CellRow, config_labels
 
 #: Artifact names that carry per-image scores end with this.
 PER_IMAGE_SUFFIX = "_per_image.csv"
+#: Id of crop (r, c) of a photo's grid (:func:`vispriv.harness.data.bundled.grid_crops`).
+CROP_ID = re.compile(r"^(?P<photo>.+)@(?P<r>\d+),(?P<c>\d+)$")
+#: Kernel bandwidth of :func:`overlap_robust_se`, in grid steps (half-overlapping crops share pixels up to 1 step apart).
+OVERLAP_BANDWIDTH = 2.0
+
+
+def overlap_robust_se(ids: list[str], values: np.ndarray, bandwidth: float = OVERLAP_BANDWIDTH) -> float | None:
+    """Standard error of the mean of ``values`` over grid crops that overlap, or None when an id is no grid crop.
+
+    The spatial HAC estimator of Conley (J. Econometrics 1999) with a Bartlett product kernel:
+    ``V = sum_ij w_ij e_i e_j / (n (n - 1))``, ``e = values - mean``, ``w_ij = (1 - |dr| / b)+
+    (1 - |dc| / b)+`` for crops of the same photo ``dr`` rows and ``dc`` columns apart, 0
+    across photos. With b = 2 the weight of two half-overlapping crops is the share of
+    pixels they have in common, and crops that share none get weight 0 (for a grid of
+    disjoint crops the estimate is then conservative: neighbours get weight 1/2). With
+    ``w = I`` it is the usual ``sd / sqrt(n)``; the product kernel keeps ``V >= 0``.
+    """
+    n = len(ids)
+    parsed = [CROP_ID.match(i) for i in ids]
+    if n < 2 or not all(parsed):
+        return None
+    photo = np.array([m["photo"] for m in parsed])
+    rc = np.array([(int(m["r"]), int(m["c"])) for m in parsed], float)
+    e = np.asarray(values, float) - float(np.mean(values))
+    dist = np.abs(rc[:, None, :] - rc[None, :, :])
+    w = np.prod(np.clip(1.0 - dist / bandwidth, 0.0, None), axis=-1) * (photo[:, None] == photo[None, :])
+    return float(math.sqrt(max(float(e @ w @ e), 0.0) / (n * (n - 1))))
 
 
 @dataclass
@@ -44,6 +73,8 @@ class Step:
     diff: float | None = None
     diff_se: float | None = None
     n_pairs: int = 0
+    #: :func:`overlap_robust_se` of the difference (None when the images are no grid crops).
+    diff_se_overlap: float | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -53,6 +84,20 @@ class Step:
         if self.diff_se == 0:
             return math.copysign(math.inf, self.diff) if self.diff else None
         return self.diff / self.diff_se
+
+    @property
+    def ratio_overlap(self) -> float | None:
+        """diff / its overlap-robust standard error (None when undefined)."""
+        if self.diff is None or not self.diff_se_overlap:
+            return None
+        return self.diff / self.diff_se_overlap
+
+    @property
+    def n_effective(self) -> float | None:
+        """The n for which ``sd / sqrt(n)`` equals the overlap-robust standard error."""
+        if self.diff_se is None or not self.diff_se_overlap:
+            return None
+        return self.n_pairs * (self.diff_se / self.diff_se_overlap) ** 2
 
 
 @dataclass
@@ -134,6 +179,7 @@ def ladders(
                     step.diff = float(d.mean())
                 if len(shared) > 1:
                     step.diff_se = float(d.std(ddof=1) / math.sqrt(len(shared)))
+                    step.diff_se_overlap = overlap_robust_se(shared, d)
             steps.append(step)
         out.append(Ladder(metric, scenario, dataset, higher, steps, ids))
     return out
@@ -147,13 +193,17 @@ def to_markdown(ladder: Ladder, digits: int = 3) -> str:
         f"**Paired differences, {ladder.metric}** ({ladder.scenario}: {ladder.dataset}; {better} is better{subset}) "
         "-- cells best first; each gap is to the next row, averaged over the images both scored, "
         "± its standard error; gap / s.e. ≥ 2 separates the rows. Overlapping images are not "
-        "independent: the effective n is then smaller than n.\n",
-        "| rank | cell | mean | n | gap to next | gap / s.e. | n paired |",
-        "|---|---|---|---|---|---|---|",
+        "independent: for grid crops (`photo@r,c`) the last two columns give the gap over its "
+        "overlap-robust standard error (Conley's spatial HAC, Bartlett kernel over the crops' shared "
+        "pixels) and the effective n it implies.\n",
+        "| rank | cell | mean | n | gap to next | gap / s.e. | n paired | gap / s.e. (overlap-robust) | effective n |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for i, s in enumerate(ladder.steps, 1):
         gap = "–" if s.diff is None else f"{s.diff:+.{digits}f}" + ("" if s.diff_se is None else f" ± {s.diff_se:.{digits}f}")
         ratio = "–" if s.ratio is None else f"{s.ratio:.1f}"
         pairs = str(s.n_pairs) if s.diff is not None else "–"
-        lines.append(f"| {i} | {s.label} | {s.mean:.{digits}f} | {s.n} | {gap} | {ratio} | {pairs} |")
+        robust = "–" if s.ratio_overlap is None else f"{s.ratio_overlap:.1f}"
+        n_eff = "–" if s.n_effective is None else f"{s.n_effective:.0f}"
+        lines.append(f"| {i} | {s.label} | {s.mean:.{digits}f} | {s.n} | {gap} | {ratio} | {pairs} | {robust} | {n_eff} |")
     return "\n".join(lines) + "\n"

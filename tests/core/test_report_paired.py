@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from core_helpers import toy_config
 
@@ -11,7 +12,7 @@ from vispriv.harness.config import validate_config
 from vispriv.harness.errors import VisprivError
 from vispriv.harness.matrix import build_matrix
 from vispriv.harness.report import CellRow, collect, write_report
-from vispriv.harness.report_paired import ladders, per_image_scores
+from vispriv.harness.report_paired import ladders, overlap_robust_se, per_image_scores
 from vispriv.harness.runner import run_matrix
 
 
@@ -37,6 +38,35 @@ def test_adjacent_gaps_are_paired_over_shared_images_by_hand():
     # B to C share one image: a difference but no standard error
     assert ladder.steps[1].n_pairs == 1 and ladder.steps[1].diff == pytest.approx(0.3) and ladder.steps[1].diff_se is None
     assert ladder.steps[2].diff is None
+
+
+def test_overlap_robust_se_by_hand_and_limits():
+    # three crops in a row: neighbours share half their pixels (weight 1/2), two apart none (0)
+    ids = ["p@0,0", "p@0,1", "p@0,2"]
+    d = np.array([1.0, 2.0, 4.0])  # e = (-4, -1, 5) / 3: sum w e e = 42/9 - 1/9 = 41/9, over n(n-1) = 6
+    assert overlap_robust_se(ids, d) == pytest.approx(math.sqrt(41 / 54))
+    # crops of different photos, or two steps apart, are independent: the usual sd / sqrt(n)
+    far = ["p@0,0", "q@0,0", "p@2,2", "q@0,2"]
+    x = np.array([0.3, 0.1, 0.5, 0.2])
+    assert overlap_robust_se(far, x) == pytest.approx(x.std(ddof=1) / 2)
+    assert overlap_robust_se(["x", "y"], x[:2]) is None  # not grid crops
+    # neighbours that move together: the robust s.e. exceeds the naive one (effective n < n)
+    grid = [f"p@{r},{c}" for r in range(4) for c in range(4)]
+    block = np.array([(r // 2) * 2 + c // 2 for r in range(4) for c in range(4)], float)
+    assert overlap_robust_se(grid, block) > 1.3 * block.std(ddof=1) / 4
+
+
+def test_ladder_gives_the_effective_n_of_grid_crops():
+    ids = [f"p@{r},{c}" for r in range(4) for c in range(4)]
+    rng = np.random.default_rng(0)
+    base = rng.normal(0.5, 0.1, 16)
+    smooth = np.array([(r // 2) + (c // 2) for r in range(4) for c in range(4)], float) * 0.01
+    scores = {"a": dict(zip(ids, base + 0.02 + smooth)), "b": dict(zip(ids, base))}
+    (ladder,) = ladders([_row("a", "A"), _row("b", "B")], "images/ssim", scores)
+    top = ladder.steps[0]
+    assert top.diff_se_overlap == pytest.approx(overlap_robust_se(ids, np.array([scores["a"][i] - scores["b"][i] for i in ids])))
+    assert top.n_effective == pytest.approx(16 * (top.diff_se / top.diff_se_overlap) ** 2)
+    assert top.n_effective < 16 and top.ratio_overlap < top.ratio
 
 
 def test_cells_filter_compares_two_rows_directly():
