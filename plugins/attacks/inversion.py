@@ -16,8 +16,9 @@ defense makes them, then reconstructs every released image:
   in the channels ((m + 1) * 128), trained on public descriptors lifted like the defense;
   refined until the image's SIFT at each keypoint lies on its released subspace.
 * ``invert-ldp`` -- section 6.3: the m released LDP-Feat candidates stacked (m * 128
-  channels), trained on public descriptors privatised with the same mechanism; refined
-  towards the nearest of each keypoint's m candidates.
+  channels), trained on public descriptors privatised with the same mechanism; it can be
+  refined towards the nearest of each keypoint's m candidates (off by default: it did not
+  pay on Table 4's crops).
 
 The refinement is the same stage for all three (``refine``, :class:`SiftTargets`): each
 attack says what its release tells about each descriptor (the descriptor itself; the lifted
@@ -328,11 +329,16 @@ class InvertLdpConfig(InversionAttackConfig):
     epsilon: float = Field(10.0, ge=0.0)
     dictionary_size: int | Literal["full"] | None = Field(None, description="shortcut for defense.dictionary_size")
     defense: dict[str, Any] = Field(default_factory=dict)
+    refine: RefineConfig = Field(
+        RefineConfig(steps=0),
+        description="refine towards the nearest of each keypoint's m candidates; off by default: on Table 4's crops it "
+        "cost SSIM at epsilon 10, 12 and infinity and gained < .01 at 14-16 (docs/inversion.md, session 8)",
+    )
 
 
 class InvertLdp(_Inversion):
-    """Section 6.3: the network reads the m LDP-Feat candidates of each keypoint stacked (m * 128 channels),
-    then the estimate is refined towards the nearest of each keypoint's candidates."""
+    """Section 6.3: the network reads the m LDP-Feat candidates of each keypoint stacked (m * 128 channels);
+    ``refine: {steps: 100}`` then pulls the estimate towards the nearest of each keypoint's candidates (off by default)."""
 
     name = "invert-ldp"
     version = "1.1"
