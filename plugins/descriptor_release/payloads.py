@@ -34,6 +34,22 @@ def _check_rows(name: str, arr: np.ndarray, n: int, width: int | None = None) ->
         raise InputError(f"{name} contains NaN or infinite values")
 
 
+def _stacked(name: str, arr: np.ndarray, n: int, middle: str) -> np.ndarray:
+    """A checked float32 (K, ``middle``, 128) per-keypoint stack (subspace bases, candidate sets)."""
+    arr = np.asarray(arr, dtype=np.float32)
+    if arr.ndim != 3:
+        raise InputError(f"{name} must be (K, {middle}, {DESCRIPTOR_DIM}); got {arr.shape}")
+    _check_rows(name, arr, n, DESCRIPTOR_DIM)
+    return arr
+
+
+def _subspaces(offsets: np.ndarray, bases: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Checked float32 offsets (K, 128) and bases (K, m, 128) of n keypoints' affine subspaces."""
+    offsets = np.asarray(offsets, dtype=np.float32)
+    _check_rows("offsets", offsets, n, DESCRIPTOR_DIM)
+    return offsets, _stacked("bases", bases, n, "m")
+
+
 @dataclass
 class _Keypointed(Payload):
     keypoints: np.ndarray
@@ -111,17 +127,9 @@ class RecoveredFeatures(RawFeatures):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.offsets = np.asarray(self.offsets, dtype=np.float32)
-        self.bases = np.asarray(self.bases, dtype=np.float32)
-        _check_rows("offsets", self.offsets, self.n_keypoints, DESCRIPTOR_DIM)
-        if self.bases.ndim != 3:
-            raise InputError(f"bases must be (K, m, {DESCRIPTOR_DIM}); got {self.bases.shape}")
-        _check_rows("bases", self.bases, self.n_keypoints, DESCRIPTOR_DIM)
+        self.offsets, self.bases = _subspaces(self.offsets, self.bases, self.n_keypoints)
         if self.candidates is not None:
-            self.candidates = np.asarray(self.candidates, dtype=np.float32)
-            if self.candidates.ndim != 3:
-                raise InputError(f"candidates must be (K, C, {DESCRIPTOR_DIM}); got {self.candidates.shape}")
-            _check_rows("candidates", self.candidates, self.n_keypoints, DESCRIPTOR_DIM)
+            self.candidates = _stacked("candidates", self.candidates, self.n_keypoints, "C")
 
 
 @dataclass
@@ -142,12 +150,7 @@ class LiftedFeatures(_Keypointed):
 
     def __post_init__(self) -> None:
         self._check_common()
-        self.offsets = np.asarray(self.offsets, dtype=np.float32)
-        self.bases = np.asarray(self.bases, dtype=np.float32)
-        _check_rows("offsets", self.offsets, self.n_keypoints, DESCRIPTOR_DIM)
-        if self.bases.ndim != 3:
-            raise InputError(f"bases must be (K, m, {DESCRIPTOR_DIM}); got {self.bases.shape}")
-        _check_rows("bases", self.bases, self.n_keypoints, DESCRIPTOR_DIM)
+        self.offsets, self.bases = _subspaces(self.offsets, self.bases, self.n_keypoints)
         if self.mode not in (None, *LIFTING_MODES):
             raise InputError(f"lifting mode must be one of {LIFTING_MODES} or None; got {self.mode!r}")
 
@@ -173,10 +176,7 @@ class LdpFeatures(_Keypointed):
 
     def __post_init__(self) -> None:
         self._check_common()
-        self.candidates = np.asarray(self.candidates, dtype=np.float32)
-        if self.candidates.ndim != 3:
-            raise InputError(f"candidates must be (K, m, {DESCRIPTOR_DIM}); got {self.candidates.shape}")
-        _check_rows("candidates", self.candidates, self.n_keypoints, DESCRIPTOR_DIM)
+        self.candidates = _stacked("candidates", self.candidates, self.n_keypoints, "m")
 
     @property
     def m(self) -> int:
