@@ -19,12 +19,12 @@ defense makes them, then reconstructs every released image:
   channels), trained on public descriptors privatised with the same mechanism; it can be
   refined towards the nearest of each keypoint's m candidates (off by default: it did not
   pay on Table 4's crops).
+* ``mean-image`` -- the floor: every image estimated by the mean public image.
 
 The refinement is the same stage for all three (``refine``, :class:`SiftTargets`): each
 attack says what its release tells about each descriptor (the descriptor itself; the lifted
 subspace that holds it -- also for descriptors recovered from a lifted release, which carry
 their subspaces as :class:`RecoveredFeatures`; a candidate set).
-* ``mean-image`` -- the floor: every image estimated by the mean public image.
 
 Estimates are grey by default (SIFT carries no colour); the image metrics compare grey
 estimates with RGB truth in grey.
@@ -205,7 +205,6 @@ class _Inversion(Attack):
                       "refine_descriptor_loss_after": False}
         return AttackResult(estimate={"images": estimate}, metrics=metrics, metric_directions=directions)
 
-
     def refine_targets(self, release: Payload) -> SiftTargets:
         """What the release says of each keypoint's descriptor, for the refinement's data term."""
         raise NotImplementedError
@@ -295,7 +294,10 @@ class Dia(_Inversion):
         return f"{self.name}-m{release.m}"
 
     def refine_targets(self, release: LiftedFeatures) -> SiftTargets:
-        return SiftTargets(offsets=release.offsets, bases=release.bases, subspace_weight=self.config.refine.subspace_weight)
+        weight = self.config.refine.subspace_weight
+        if weight == 0:
+            raise ConfigError("dia: refine.subspace_weight 0 leaves nothing to match; set refine: {steps: 0} for the network alone")
+        return SiftTargets(offsets=release.offsets, bases=release.bases, subspace_weight=weight)
 
     def public_features(self, variant: Images, release: LiftedFeatures, public: DescriptorPublic, ctx: CellContext) -> SparseFeatures:
         from vispriv.plugins.descriptor_release.dictionary import build_dictionary

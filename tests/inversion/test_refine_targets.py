@@ -15,7 +15,7 @@ from skimage.filters import gaussian
 from skimage.metrics import structural_similarity
 
 from vispriv.harness.data.bundled import load_bundled
-from vispriv.harness.errors import InputError
+from vispriv.harness.errors import ConfigError, InputError
 from vispriv.plugins.attacks.inversion import Dia, InvertLdp, InvertRaw
 from vispriv.plugins.descriptor_release.attack_common import recovered
 from vispriv.plugins.descriptor_release.inversion.refine import RefineConfig, SiftTargets, refine_to_descriptors
@@ -104,6 +104,8 @@ def test_each_attack_reads_its_release_for_the_refinement(released):
     off = targets(InvertRaw, rec, subspace_weight=0)
     assert off.offsets is None and np.array_equal(off.candidates[:, 0], lifted.offsets)
     assert np.array_equal(targets(Dia, lifted).bases, lifted.bases)
+    with pytest.raises(ConfigError, match="nothing to match"):
+        targets(Dia, lifted, subspace_weight=0)
     ldp = LdpFeatures(**feats.keypoint_fields(), candidates=cands)
     assert targets(InvertLdp, ldp).candidates.shape == cands.shape
 
