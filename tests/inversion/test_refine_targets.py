@@ -120,6 +120,8 @@ def test_bad_targets_get_one_clear_error(released):
         SiftTargets(candidates=np.zeros((3, 2, 64), np.float32))
     with pytest.raises(InputError, match="bases"):
         SiftTargets(offsets=lifted.offsets, bases=lifted.bases[:, 0])
+    with pytest.raises(InputError, match="candidate sets but"):
+        SiftTargets(candidates=feats.descriptors[:-1], offsets=lifted.offsets, bases=lifted.bases)
     with pytest.raises(InputError, match="differ in length"):
         refine_to_descriptors(np.zeros((2, SIZE, SIZE, 1), np.float32), feats.keypoints, feats.scales,
                               feats.orientations, SiftTargets(offsets=lifted.offsets[:-1], bases=lifted.bases[:-1]),

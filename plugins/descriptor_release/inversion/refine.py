@@ -143,6 +143,8 @@ class SiftTargets:
                     or len(self.bases) != len(self.offsets):
                 raise InputError(f"refinement: subspaces need offsets (K, {DESCRIPTOR_DIM}) and bases (K, m, "
                                  f"{DESCRIPTOR_DIM}); got {self.offsets.shape} and {self.bases.shape}")
+        if self.candidates is not None and self.offsets is not None and len(self.candidates) != len(self.offsets):
+            raise InputError(f"refinement: {len(self.candidates)} candidate sets but {len(self.offsets)} subspaces")
 
     def __len__(self) -> int:
         return len(self.candidates if self.candidates is not None else self.offsets)
