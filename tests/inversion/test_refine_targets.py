@@ -71,6 +71,9 @@ def test_candidate_term_is_the_nearest_candidate(released):
                        bases=np.eye(128, dtype=np.float32)[None, :2].repeat(len(f), 0), subspace_weight=2.0)
     extra = 2.0 * np.sum(f[:, 2:].astype(np.float64) ** 2, axis=1)  # distance to the span of e0, e1
     assert np.allclose(both.data_term(torch.from_numpy(f), np.arange(len(f))).numpy(), want + extra, rtol=1e-4)
+    rows = np.arange(0, len(f), 3)  # a chunk's targets, taken once, score its rows alike
+    assert np.array_equal(both.take(rows).data_term(torch.from_numpy(f[rows])).numpy(),
+                          both.data_term(torch.from_numpy(f[rows]), rows).numpy())
 
 
 def test_the_subspace_alone_moves_a_blurred_estimate_towards_the_truth(released):

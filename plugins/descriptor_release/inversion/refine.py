@@ -109,9 +109,10 @@ def sift_at_frames(images: torch.Tensor, lafs: torch.Tensor, image_index: torch.
 
 
 def descriptor_loss(images: torch.Tensor, lafs: torch.Tensor, image_index: torch.Tensor, targets: SiftTargets,
-                    rows: np.ndarray, patch_size: int) -> torch.Tensor:
-    """Mean over keypoints ``rows`` of :meth:`SiftTargets.data_term` of ``f_k(images)`` (the refinement's data term)."""
-    return targets.data_term(sift_at_frames(images, lafs, image_index, patch_size), rows).mean()
+                    patch_size: int) -> torch.Tensor:
+    """Mean over the keypoints of :meth:`SiftTargets.data_term` of ``f_k(images)`` (the refinement's data term);
+    ``lafs``, ``image_index`` and ``targets`` are row for row."""
+    return targets.data_term(sift_at_frames(images, lafs, image_index, patch_size)).mean()
 
 
 @dataclass
@@ -149,17 +150,27 @@ class SiftTargets:
     def __len__(self) -> int:
         return len(self.candidates if self.candidates is not None else self.offsets)
 
-    def data_term(self, f: torch.Tensor, rows: np.ndarray) -> torch.Tensor:
-        """(K,) squared distance of each keypoint's SIFT ``f`` (K, 128) to what is known of d_k (rows ``rows``)."""
+    def take(self, rows: np.ndarray) -> SiftTargets:
+        """The targets of keypoints ``rows`` only (one copy per refinement chunk, not per step)."""
+        def pick(a: np.ndarray | None) -> np.ndarray | None:
+            return None if a is None else a[rows]
+
+        return SiftTargets(pick(self.candidates), pick(self.offsets), pick(self.bases), self.subspace_weight)
+
+    def data_term(self, f: torch.Tensor, rows: np.ndarray | None = None) -> torch.Tensor:
+        """(K,) squared distance of each keypoint's SIFT ``f`` (K, 128) to what is known of d_k
+        (of keypoints ``rows``; ``None`` = all, without a copy)."""
         import torch
+
+        def part(a: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(a if rows is None else a[rows])
 
         term = torch.zeros(len(f), dtype=f.dtype)
         if self.candidates is not None:
-            c = torch.from_numpy(self.candidates[rows])
-            term = term + (f[:, None, :] - c).square().sum(-1).amin(dim=1)
+            term = term + (f[:, None, :] - part(self.candidates)).square().sum(-1).amin(dim=1)
         if self.offsets is not None:
-            r = f - torch.from_numpy(self.offsets[rows])
-            along = torch.einsum("kmd,kd->km", torch.from_numpy(self.bases[rows]), r)
+            r = f - part(self.offsets)
+            along = torch.einsum("kmd,kd->km", part(self.bases), r)
             term = term + self.subspace_weight * (r.square().sum(-1) - along.square().sum(-1)).clamp(min=0.0)
         return term
 
@@ -230,7 +241,7 @@ def refine_to_descriptors(
     for chunk in chunks:
         rows = np.flatnonzero(np.isin(image_index, chunk))
         local = torch.from_numpy(np.searchsorted(chunk, image_index[rows]))
-        lafs = lafs_all[rows]
+        lafs, part = lafs_all[rows], targets.take(rows)
         ref = torch.from_numpy(grey[chunk])[:, None]
         x = ref.clone().requires_grad_(True)
         opt = torch.optim.Adam([x], lr=cfg.lr)
@@ -238,7 +249,7 @@ def refine_to_descriptors(
         for step in range(cfg.steps):
             next(ticks, None)
             opt.zero_grad()
-            data = descriptor_loss(x, lafs, local, targets, rows, cfg.patch_size)
+            data = descriptor_loss(x, lafs, local, part, cfg.patch_size)
             prior = ((x - ref) ** 2).mean()
             tv = total_variation(x, reduction="mean").mean()
             (data + cfg.prior_weight * prior + cfg.tv_weight * tv).backward()
@@ -248,7 +259,7 @@ def refine_to_descriptors(
             if step == 0:
                 before += float(data.detach()) * len(rows)
         with torch.no_grad():
-            after += float(descriptor_loss(x, lafs, local, targets, rows, cfg.patch_size)) * len(rows)
+            after += float(descriptor_loss(x, lafs, local, part, cfg.patch_size)) * len(rows)
         change = (x.detach()[:, 0] - ref[:, 0]).numpy()[..., None]
         out[chunk] = np.clip(images[chunk] + change, 0.0, 1.0)
     for _ in ticks:  # close the progress bar
