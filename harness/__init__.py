@@ -9,7 +9,7 @@ from vispriv.harness.context import CellContext
 from vispriv.harness.errors import ConfigError, PluginError, VisprivError
 from vispriv.harness.hookspecs import hookimpl
 from vispriv.harness.payloads import Images, Labels, Payload, Rankings, Scene
-from vispriv.harness.plugin import Attack, AttackResult, Dataset, Defense, Metric, PluginConfig, Protected
+from vispriv.harness.plugin import Attack, AttackResult, Dataset, Defense, FolderPath, Metric, PluginConfig, Protected
 
 __all__ = [
     "Attack",
@@ -19,6 +19,7 @@ __all__ = [
     "ConfigError",
     "Dataset",
     "Defense",
+    "FolderPath",
     "Images",
     "Labels",
     "Metric",

@@ -21,9 +21,10 @@ An attack never receives ``scene.private`` nor ``protected.truth``: only metrics
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from vispriv.harness.payloads import Payload, Scene
 
@@ -35,6 +36,18 @@ class PluginConfig(BaseModel):
     """Base of every plugin's ``Config``: typed, with defaults, unknown keys forbidden."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _existing_folder(root: str) -> str:
+    if root and not Path(root).expanduser().is_dir():
+        raise ValueError(f"folder {root!r} does not exist or is not a directory")
+    return root
+
+
+#: A folder a plugin reads (a dataset's ``root``), checked when the config is built: a missing
+#: folder is then one config error before the parent run exists, not a failed cell per pair.
+#: The empty string means "not set"; a plugin that needs the folder says so when it runs.
+FolderPath = Annotated[str, AfterValidator(_existing_folder)]
 
 
 class _Plugin:

@@ -35,7 +35,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from vispriv.harness import CellContext
+from vispriv.harness import CellContext, FolderPath
 from vispriv.harness.data.image_folder import list_images
 from vispriv.harness.errors import ConfigError, InputError
 from vispriv.harness.hashing import stable_hash
@@ -150,7 +150,7 @@ class AlbumPhotos(AlbumWorld):
 
     class Config(AlbumWorld.Config):
         source: Literal["photos"] = "photos"
-        root: str = Field("", description="folder of JPEGs with EXIF GPS: <root>/<owner>/.../*.jpg; required")
+        root: FolderPath = Field("", description="folder of JPEGs with EXIF GPS: <root>/<owner>/.../*.jpg; required")
         features: Literal["handcrafted", "network"] = Field(
             "handcrafted", description="handcrafted (CPU default) or a CNN trained from scratch on the training photos"
         )

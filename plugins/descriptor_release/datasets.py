@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from vispriv.harness import CellContext, Dataset, Images, PluginConfig, Scene
+from vispriv.harness import CellContext, Dataset, FolderPath, Images, PluginConfig, Scene
 from vispriv.harness.data.bundled import crop_source_size, grid_crops
 from vispriv.harness.data.image_folder import list_images, load_image_folder, split_files
 from vispriv.harness.errors import InputError
@@ -77,19 +77,11 @@ class ImageFolder(Dataset):
     """Any folder of JPEG/PNG files, split by a hash of each file's path into test / lifting / public."""
 
     class Config(PluginConfig):
-        root: str
+        root: FolderPath
         size: int = Field(128, ge=32, le=1024)
         test_fraction: float = Field(0.2, gt=0.0, lt=1.0)
         limit: int | None = Field(None, ge=1)
         sift: SiftConfig = SiftConfig()
-
-        @field_validator("root")
-        @classmethod
-        def _existing_folder(cls, root: str) -> str:
-            """A missing folder is a config error (before any run starts), not a failed cell."""
-            if not Path(root).expanduser().is_dir():
-                raise ValueError(f"image folder {root!r} does not exist or is not a directory")
-            return root
 
     name = "image-folder"
     version = "1.0"

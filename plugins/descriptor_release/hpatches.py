@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from vispriv.harness import Cache, CellContext, Dataset, Images, PluginConfig, Scene
+from vispriv.harness import Cache, CellContext, Dataset, FolderPath, Images, PluginConfig, Scene
 from vispriv.harness.data.bundled import square_resize
 from vispriv.harness.data.image_folder import list_images, load_image_folder, read_image, split_files
 from vispriv.harness.errors import ConfigError, InputError
@@ -242,7 +242,7 @@ class HPatches(Dataset):
     """
 
     class Config(PluginConfig):
-        root: str = Field("", description="hpatches-sequences-release/ (i_*/ and v_*/ sequence folders); required")
+        root: FolderPath = Field("", description="hpatches-sequences-release/ (i_*/ and v_*/ sequence folders); required")
         size: int = Field(128, ge=32, le=1024, description="side of the square private images the attacks see")
         max_side: int | None = Field(
             None, ge=32, description="evaluate matching on images resized to this longer side; None = full resolution"
@@ -252,7 +252,7 @@ class HPatches(Dataset):
         limit: int | None = Field(None, ge=1, description="the first N sequences (sorted by name)")
         mma_thresholds: tuple[int, ...] = tuple(range(1, 11))
         corner_thresholds: tuple[float, ...] = (1.0, 3.0, 5.0)
-        public_root: str | None = Field(None, description="folder of public photos; None = the bundled splits")
+        public_root: FolderPath | None = Field(None, description="folder of public photos; None = the bundled splits")
         sift: SiftConfig = SiftConfig()
 
     name = "hpatches"

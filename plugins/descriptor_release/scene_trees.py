@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from vispriv.harness import CellContext, Scene
+from vispriv.harness import CellContext, FolderPath, Scene
 from vispriv.harness.data.image_folder import split_files
 from vispriv.plugins.descriptor_release.datasets import ImageFolder
 from vispriv.plugins.descriptor_release.hpatches import require_root
@@ -44,7 +44,7 @@ class SceneTrees(ImageFolder):
     """A tree of scenes (MegaDepth-style), split by scene so that no scene is in two splits."""
 
     class Config(ImageFolder.Config):
-        root: str = Field("", description="<root>/<scene>/.../*.jpg, e.g. MegaDepth_v1/; required")
+        root: FolderPath = Field("", description="<root>/<scene>/.../*.jpg, e.g. MegaDepth_v1/; required")
 
     name = "scene-trees"
     version = "1.0"

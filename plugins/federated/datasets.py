@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from vispriv.harness import CellContext, Dataset, PluginConfig, Scene
+from vispriv.harness import CellContext, Dataset, FolderPath, PluginConfig, Scene
 from vispriv.harness.errors import ConfigError
 from vispriv.plugins.federated.data import (
     LabelledImages,
@@ -20,7 +20,7 @@ from vispriv.plugins.federated.payloads import FederatedData
 
 class FederatedImagesConfig(PluginConfig):
     source: Literal["digits", "lfw-faces", "image-folder"] = "digits"
-    root: str | None = Field(None, description="image-folder only: one sub-folder per class")
+    root: FolderPath | None = Field(None, description="image-folder only: one sub-folder per class")
     size: int = Field(16, ge=4, le=128, description="image-folder only: images resized to size x size")
     n_users: int = Field(5, ge=1, le=1000)
     test_fraction: float = Field(0.25, gt=0, lt=1)

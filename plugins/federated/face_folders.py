@@ -31,7 +31,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from vispriv.harness import CellContext
+from vispriv.harness import CellContext, FolderPath
 from vispriv.harness.data.image_folder import IMAGE_SUFFIXES, read_image
 from vispriv.harness.errors import ConfigError, InputError
 from vispriv.plugins.federated.data import LabelledImages
@@ -121,7 +121,7 @@ def load_faces(
 
 class FaceFoldersConfig(FederatedImagesConfig):
     source: Literal["face-folders"] = "face-folders"
-    root: str = Field("", description="the LFW folder (<root>/<Person_Name>/*.jpg) or the CelebA root; required")
+    root: FolderPath = Field("", description="the LFW folder (<root>/<Person_Name>/*.jpg) or the CelebA root; required")
     layout: Literal["lfw", "celeba"] = "lfw"
     min_images: int = Field(2, ge=1, description="identities with fewer readable photos are left out")
     crop_fraction: float = Field(0.5, gt=0.0, le=1.0, description="centre crop (share of the side) before resizing")

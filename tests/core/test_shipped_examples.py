@@ -1,8 +1,8 @@
 """Every shipped example (`vispriv examples`) is a valid matrix: a typo in one is caught here,
 not by the user who runs it for half an hour. Examples over the user's own folders
-(``root: /path/to/...``) are built with the root set as their header says
-(``--set datasets.0.root=...``), here to an empty folder: the matrix is built before any
-dataset is loaded."""
+(``root: /path/to/...``) stop at that placeholder with one config error naming it, before
+any run exists; with the root set as their header says (``--set datasets.0.root=...``, here
+an empty folder) they build."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from vispriv.harness.config import load_config
+from vispriv.harness.errors import ConfigError
 from vispriv.harness.matrix import build_matrix
 from vispriv.harness.registry import load_registry
 
@@ -27,8 +28,12 @@ def registry():
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_shipped_example_builds_its_matrix(path: Path, registry, tmp_path: Path) -> None:
-    needs_folder = re.search(r"^\s+root: /path/to/", path.read_text(), re.MULTILINE)
-    overrides = [f"datasets.0.root={tmp_path}"] if needs_folder else []
+    placeholder = re.search(r"^\s+root: (/path/to/\S+)", path.read_text(), re.MULTILINE)
+    overrides = []
+    if placeholder:
+        with pytest.raises(ConfigError, match=f"root: folder '{placeholder.group(1)}' does not exist"):
+            build_matrix(load_config(path), registry)
+        overrides = [f"datasets.0.root={tmp_path}"]
     mx = build_matrix(load_config(path, overrides), registry)
     assert mx.cells, f"{path.name}: no cell to run"
     assert all(cell.metrics for cell in mx.cells), f"{path.name}: a cell without metrics"
