@@ -129,8 +129,21 @@ def config_labels(rows: list[CellRow], kind: str) -> dict[str, str]:
     The plugin's name, followed by the params that vary between the configs of that
     plugin among ``rows`` (for nested configs only their varying keys, as in
     :func:`param_pivot`): ``invert-ldp`` where one config ran, ``ldp-feat(epsilon=4.0)``.
-    Where two labels would collide the full label is kept.
+    Configs are compared within a scenario only (tables and galleries are per scenario, and
+    one name -- ``none`` -- may be a different plugin in each). Where two labels of a
+    scenario would collide the full label is kept.
     """
+    by_scenario: dict[str, list[CellRow]] = defaultdict(list)
+    for r in rows:
+        by_scenario[r.scenario].append(r)
+    out: dict[str, str] = {}
+    for group in by_scenario.values():
+        for full, short in _labels_within(group, kind).items():
+            out[full] = short if out.get(full, short) == short else full
+    return out
+
+
+def _labels_within(rows: list[CellRow], kind: str) -> dict[str, str]:
     by_name: dict[str, list[CellRow]] = defaultdict(list)
     for r in rows:
         by_name[r.params.get(kind, getattr(r, kind))].append(r)

@@ -115,6 +115,21 @@ def _row(attack: str, defense: str, params: dict[str, str], metrics: dict[str, f
                    attack=attack, params=params, metrics=metrics, higher_is_better=kw.get("hib", {}), artifact_uri="")
 
 
+def test_labels_compare_configs_within_a_scenario_only():
+    """`none` is a defense of every scenario: the federated one's params must not label the
+    descriptor-release one ("none(rounds=?, ...)", as the demo's gallery showed)."""
+    fed_a, fed_b = "none(rounds=3)", "none(rounds=5)"
+    rows = [
+        _row("invert-raw", "none", {"defense": "none"}, {}, scenario="descriptor-release"),
+        _row("invert-raw", "affine-lifting(m=2)", {"defense": "affine-lifting", "defense.m": "2"}, {},
+             scenario="descriptor-release"),
+        _row("gradient-leakage", fed_a, {"defense": "none", "defense.rounds": "3"}, {}, scenario="federated-learning"),
+        _row("gradient-leakage", fed_b, {"defense": "none", "defense.rounds": "5"}, {}, scenario="federated-learning"),
+    ]
+    assert config_labels(rows, "defense") == {
+        "none": "none", "affine-lifting(m=2)": "affine-lifting", fed_a: "none(rounds=3)", fed_b: "none(rounds=5)"}
+
+
 def test_labels_name_the_params_that_vary_never_a_cut_dict():
     a1 = "invert-ldp(defense={'dictionary_size': 1024, 'm': 2},network={'steps': 300})"
     a2 = "invert-ldp(defense={'dictionary_size': 1024, 'm': 8},network={'steps': 300})"
