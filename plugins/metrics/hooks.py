@@ -2,10 +2,10 @@
 
 from vispriv.harness import hookimpl
 from vispriv.plugins.metrics.classification import Accuracy, TopKAccuracy
-from vispriv.plugins.metrics.image_quality import MAE, PSNR, SSIM
+from vispriv.plugins.metrics.image_quality import GMSD, MAE, PSNR, SSIM
 
 
 @hookimpl
 def vispriv_register_metrics(register):
-    for cls in (MAE, SSIM, PSNR, Accuracy, TopKAccuracy):
+    for cls in (MAE, SSIM, PSNR, GMSD, Accuracy, TopKAccuracy):
         register(cls)
