@@ -67,12 +67,12 @@ def _psnr(a: np.ndarray, b: np.ndarray) -> float:
 
 #: GMSD's stability constant: T = 170 for images in [0, 255] (Xue et al. 2014), i.e. 170 / 255^2 in [0, 1].
 GMSD_C = 170.0 / 255.0**2
-#: Prewitt's horizontal derivative over 3 (Xue et al. 2014, Eq. 1); the vertical one is its transpose.
+#: Prewitt's horizontal derivative over 3 (Xue et al. 2014); the vertical one is its transpose.
 PREWITT_X = np.array([[1.0, 0.0, -1.0]] * 3) / 3.0
 
 
 def gradient_magnitude(image: np.ndarray) -> np.ndarray:
-    """GMSD's gradient magnitude (Eq. 2) of a grey (H, W) image: 2 x 2 block means (the
+    """GMSD's gradient magnitude of a grey (H, W) image: 2 x 2 block means (the
     paper's down-sampling by 2, an odd last row or column padded with zeros), then Prewitt
     derivatives with zeros outside the image."""
     from scipy.ndimage import correlate
@@ -87,7 +87,7 @@ def gradient_magnitude(image: np.ndarray) -> np.ndarray:
 
 
 def _gmsd(a: np.ndarray, b: np.ndarray) -> float:
-    """GMSD (Xue et al. 2014, Eqs. 1-4): the standard deviation (N - 1) over pixels of the
+    """GMSD (Xue et al. 2014): the standard deviation (N - 1) over pixels of the
     gradient magnitude similarity ``(2 m_a m_b + c) / (m_a^2 + m_b^2 + c)``, ``c`` =
     :data:`GMSD_C`. 0 for identical images, larger = more different (at most .5). Colour
     images are compared in their channel mean (the paper's metric is for grey images)."""

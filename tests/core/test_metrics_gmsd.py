@@ -11,7 +11,7 @@ from vispriv.plugins.metrics.image_quality import GMSD, GMSD_C
 
 
 def _gmsd_by_loops(a: np.ndarray, b: np.ndarray) -> float:
-    """Eqs. 1-4 with explicit loops: 2 x 2 block means (zeros past an odd edge), Prewitt / 3
+    """The paper's definition with explicit loops: 2 x 2 block means (zeros past an odd edge), Prewitt / 3
     with zeros outside, GMS per pixel, its sample standard deviation."""
     def magnitude(img: np.ndarray) -> np.ndarray:
         h, w = (img.shape[0] + 1) // 2, (img.shape[1] + 1) // 2
