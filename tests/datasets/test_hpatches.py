@@ -86,6 +86,20 @@ def test_malformed_h_file_is_one_line(root, tmp_path):
         HPatches(HPatches.Config(root=str(bad))).load(CellContext(cache=Cache(None)))
 
 
+def test_a_non_finite_h_value_is_named_with_its_row_and_column(root, tmp_path):
+    import shutil
+
+    bad = tmp_path / "hp"
+    shutil.copytree(root, bad)
+    (bad / "v_coffee" / "H_1_3").write_text("1 0 0\n0 1 nan\n0 0 inf\n")
+    with pytest.raises(InputError) as err:
+        HPatches(HPatches.Config(root=str(bad))).load(CellContext(cache=Cache(None)))
+    assert str(err.value) == (
+        f"{bad / 'v_coffee' / 'H_1_3'}: H_1_3 has a non-finite value (nan) at row 2 col 3 (and 1 more); "
+        "a homography needs 9 finite numbers"
+    )
+
+
 def test_high_resolution_sequences_are_excluded_by_default(root, tmp_path):
     import shutil
 
