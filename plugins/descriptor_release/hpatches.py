@@ -197,7 +197,8 @@ def hpatches_utility(
 
     Returns ``hpatches_mma_{t}px``, ``hpatches_homography_acc_{e}px``, their ``hpatches_i_*`` /
     ``hpatches_v_*`` splits, ``hpatches_homography_acc`` at ``cfg.corner_threshold`` (the
-    synthetic evaluator's name, so reports compare) and ``hpatches_n_matches``.
+    headline number, as ``warp_homography_acc`` is for the synthetic warps of other
+    datasets) and ``hpatches_n_matches``.
     """
     frame_cfg = sift_cfg.model_copy(update={"image_size": None})
     kinds, mma, errors, n_matches = [], [], [], []
