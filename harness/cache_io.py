@@ -183,16 +183,13 @@ def store(payload: Path, namespace: str, key: str, write: Callable[[Path], Any])
     tmps: list[str] = []
     try:
         payload.parent.mkdir(parents=True, exist_ok=True)
-        for _ in range(2):
-            fd, tmp = tempfile.mkstemp(dir=payload.parent, prefix=".tmp-", suffix=payload.suffix)
-            os.close(fd)
-            tmps.append(tmp)
-        data_tmp, sum_tmp = Path(tmps[0]), Path(tmps[1])
+        data_tmp = _temporary(payload.parent, payload.suffix, tmps)
         write(data_tmp)
         with open(data_tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         size, digest = _sha256_of(data_tmp)
         meta = {"format": SUM_FORMAT, "namespace": namespace, "key": key, "size": size, "sha256": digest}
+        sum_tmp = _temporary(payload.parent, SUM_SUFFIX, tmps)
         _write_fsynced(sum_tmp, json.dumps(meta))
         with folder_lock(payload.parent, exclusive=True):
             os.replace(data_tmp, payload)
@@ -205,6 +202,14 @@ def store(payload: Path, namespace: str, key: str, write: Callable[[Path], Any])
         for tmp in tmps:
             with suppress(OSError):
                 os.unlink(tmp)
+
+
+def _temporary(folder: Path, suffix: str, made: list[str]) -> Path:
+    """A new empty ``.tmp-*`` file in ``folder``, recorded in ``made`` for clean-up."""
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=suffix)
+    os.close(fd)
+    made.append(tmp)
+    return Path(tmp)
 
 
 def _refused_write(payload: Path, exc: OSError) -> None:
