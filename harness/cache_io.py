@@ -14,7 +14,8 @@ Writes go to temporary files in the entry's folder (``.tmp-*``) and are renamed 
 place, payload first, checksum second, under an exclusive ``flock`` of the folder's
 ``.lock``; readers read both files under a shared lock, so a reader never pairs one
 writer's payload with another's checksum. A process killed mid-write leaves at most a
-``.tmp-*`` file (never read) or a payload without its checksum (treated as damaged).
+``.tmp-*`` file (never read; removed by a later write to its folder once it is an hour
+old) or a payload without its checksum (treated as damaged).
 
 A cache that refuses a write (read-only folder, full disk, file-size limit) is not an
 error: the value was computed and is returned; one ``warning:`` line per cache folder and
@@ -31,6 +32,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -43,6 +45,9 @@ SUM_SUFFIX = ".sum"
 #: Version of the checksum file's layout.
 SUM_FORMAT = 1
 _CHUNK = 1 << 20
+#: Age (seconds) after which a ``.tmp-*`` file is a killed writer's leftover. A temporary file
+#: lives while its payload is written (after the value was computed): seconds, not an hour.
+STALE_TMP_S = 3600
 #: Cache folders whose refused write was already reported by this process.
 _refused: set[str] = set()
 
@@ -194,6 +199,7 @@ def store(payload: Path, namespace: str, key: str, write: Callable[[Path], Any])
         with folder_lock(payload.parent, exclusive=True):
             os.replace(data_tmp, payload)
             os.replace(sum_tmp, sum_path(payload))
+        _sweep(payload.parent)
         return True
     except OSError as exc:
         _refused_write(payload, exc)
@@ -202,6 +208,15 @@ def store(payload: Path, namespace: str, key: str, write: Callable[[Path], Any])
         for tmp in tmps:
             with suppress(OSError):
                 os.unlink(tmp)
+
+
+def _sweep(folder: Path) -> None:
+    """Remove ``.tmp-*`` files older than :data:`STALE_TMP_S`: left by killed writers (a write lasts seconds)."""
+    cutoff = time.time() - STALE_TMP_S
+    for tmp in folder.glob(".tmp-*"):
+        with suppress(OSError):
+            if tmp.stat().st_mtime < cutoff:
+                tmp.unlink()
 
 
 def _temporary(folder: Path, suffix: str, made: list[str]) -> Path:

@@ -10,7 +10,9 @@ and checksum file, or the payload alone). The CLI-level cases are in ``test_cli_
 
 from __future__ import annotations
 
+import os
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +22,7 @@ import pytest
 import torch
 
 from vispriv.harness import Cache, CellContext, Images
-from vispriv.harness.cache_io import sum_path
+from vispriv.harness.cache_io import STALE_TMP_S, sum_path
 from vispriv.plugins.descriptor_release.config import SiftConfig
 from vispriv.plugins.descriptor_release.dictionary import build_dictionary
 from vispriv.plugins.descriptor_release.inversion import InversionConfig, SparseFeatures, train_or_load
@@ -151,3 +153,15 @@ def test_damaged_entry_is_one_warning_and_recomputed_to_the_same_value(name, how
     assert kind.same(kind.compute(reread, 0), clean)
     assert reread.hits >= 1 and reread.misses == 0
     assert not [line for line in capfd.readouterr().err.splitlines() if line.startswith("warning:")]
+
+
+def test_a_killed_writers_temporary_file_is_removed_once_stale(tmp_path):
+    cache = Cache(tmp_path)
+    cache.json("ns", 1, lambda: 1)
+    stale, fresh = tmp_path / "ns" / ".tmp-stale.npz", tmp_path / "ns" / ".tmp-fresh.npz"
+    stale.write_bytes(b"half an entry")
+    fresh.write_bytes(b"a write in progress")
+    old = time.time() - STALE_TMP_S - 10
+    os.utime(stale, (old, old))
+    cache.json("ns", 2, lambda: 2)
+    assert not stale.exists() and fresh.exists()
