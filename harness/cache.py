@@ -3,10 +3,15 @@
 Entries are keyed by a hash of (namespace, plugin name + version, config, seed, input
 fingerprint) -- whatever the caller passes as ``parts``. Values are stored as ``.npz``
 (loaded with ``allow_pickle=False``), ``.json``, or files the caller writes itself
-(Lightning checkpoints, loaded with ``weights_only=True``). Every write goes to a
-temporary file in the same directory and is renamed into place, so a crash never leaves
-a half-written entry and concurrent writers of the same key are harmless. Nothing is
-ever unpickled.
+(:meth:`Cache.load` / :meth:`Cache.store`: Lightning checkpoints, loaded with
+``weights_only=True``). Nothing is ever unpickled.
+
+Every entry carries a checksum file (:mod:`vispriv.harness.cache_io`): an entry that
+cannot be read or does not match what was stored -- truncated, zeroed, overwritten, the
+entry of another key -- is a miss: one ``warning:`` line names the file and why, the
+entry is removed and the value recomputed. Writes go to a temporary file and are renamed
+into place, so a crash never leaves a half-written entry that is later used; a cache
+folder that refuses writes mid-run costs the reuse, not the cell.
 """
 
 from __future__ import annotations
@@ -17,14 +22,16 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, TypeVar
 
 import numpy as np
 
+from vispriv.harness import cache_io
 from vispriv.harness.errors import ConfigError
 from vispriv.harness.hashing import stable_hash
 
 DEFAULT_CACHE_DIR = ".vispriv-cache"
+T = TypeVar("T")
 
 
 def check_writable(root: str | os.PathLike[str] | None) -> None:
@@ -65,7 +72,11 @@ class Cache:
         return stable_hash(namespace, *parts, length=24)
 
     def path(self, namespace: str, key: str, suffix: str) -> Path:
-        """Where the entry ``key`` of ``namespace`` lives (the directory is created)."""
+        """Where the entry ``key`` of ``namespace`` lives (the directory is created).
+
+        With :meth:`atomic_path` this is the raw, unchecked layer (no checksum file): prefer
+        :meth:`load` and :meth:`store`, which detect and replace damaged entries.
+        """
         if self.root is None:
             raise RuntimeError("cache is disabled")
         folder = self.root / namespace
@@ -85,46 +96,81 @@ class Cache:
             if os.path.exists(tmp):
                 os.unlink(tmp)
 
+    def load(self, namespace: str, key: str, suffix: str, decode: Callable[[IO[bytes]], T]) -> tuple[T | None, Path | None]:
+        """``(decode(verified bytes), path)`` of entry ``key``, or ``(None, path)`` on a miss (``(None, None)`` when disabled).
+
+        A damaged entry is reported, removed and counted as a miss; ``decode`` raising
+        anything counts as damage too.
+        """
+        if self.root is None:
+            return None, None
+        final = self.root / namespace / f"{key}{suffix}"
+        value = cache_io.load(final, namespace, key, decode)
+        if value is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return value, final
+
+    def store(self, namespace: str, key: str, suffix: str, write: Callable[[Path], Any]) -> Path | None:
+        """Store entry ``key``: ``write(tmp)`` writes the payload; returns its path, ``None`` if disabled or refused."""
+        if self.root is None:
+            return None
+        final = self.root / namespace / f"{key}{suffix}"
+        return final if cache_io.store(final, namespace, key, write) else None
+
     def arrays(
         self,
         namespace: str,
         parts: Any,
         compute: Callable[[], dict[str, np.ndarray]],
+        check: Callable[[dict[str, np.ndarray]], Any] | None = None,
     ) -> dict[str, np.ndarray]:
-        """Get-or-compute a dict of arrays stored as ``.npz`` (no pickle on load)."""
+        """Get-or-compute a dict of arrays stored as ``.npz`` (no pickle on load).
+
+        ``check(arrays)``, when given, runs on a loaded entry before it is returned; if it
+        raises, the entry counts as damaged (e.g. a serialised index its library cannot load).
+        """
         if self.root is None:
             return compute()
-        final = self.path(namespace, self.key(namespace, parts), ".npz")
-        if final.exists():
-            try:
-                with np.load(final, allow_pickle=False) as data:
-                    self.hits += 1
-                    return {k: data[k] for k in data.files}
-            except (OSError, ValueError):
-                final.unlink(missing_ok=True)
-        self.misses += 1
+        key = self.key(namespace, parts)
+
+        def decode(fh: IO[bytes]) -> dict[str, np.ndarray]:
+            arrays = _read_npz(fh)
+            if check is not None:
+                check(arrays)
+            return arrays
+
+        cached, _ = self.load(namespace, key, ".npz", decode)
+        if cached is not None:
+            return cached
         value = compute()
         objects = [k for k, v in value.items() if np.asarray(v).dtype.hasobject]
         if objects:
             raise ValueError(f"cache entries hold numeric arrays only; {objects[0]!r} has dtype object")
-        with self.atomic_path(final) as tmp, open(tmp, "wb") as fh:
-            np.savez(fh, **{k: np.asarray(v) for k, v in value.items()})
+
+        def write(tmp: Path) -> None:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, **{k: np.asarray(v) for k, v in value.items()})
+
+        self.store(namespace, key, ".npz", write)
         return value
 
     def json(self, namespace: str, parts: Any, compute: Callable[[], Any]) -> Any:
-        """Get-or-compute a JSON-serialisable value."""
+        """Get-or-compute a JSON-serialisable value (a stored ``null`` is a value, not a miss)."""
         if self.root is None:
             return compute()
-        final = self.path(namespace, self.key(namespace, parts), ".json")
-        if final.exists():
-            try:
-                value = json.loads(final.read_text())
-                self.hits += 1
-                return value
-            except ValueError:
-                final.unlink(missing_ok=True)
-        self.misses += 1
+        key = self.key(namespace, parts)
+        cached, _ = self.load(namespace, key, ".json", lambda fh: [json.loads(fh.read().decode())])
+        if cached is not None:
+            return cached[0]
         value = compute()
-        with self.atomic_path(final) as tmp:
-            tmp.write_text(json.dumps(value))
+        text = json.dumps(value)
+        self.store(namespace, key, ".json", lambda tmp: tmp.write_text(text))
         return value
+
+
+def _read_npz(fh: IO[bytes]) -> dict[str, np.ndarray]:
+    """Every array of an ``.npz`` (read fully, so a damaged member fails here, not later)."""
+    with np.load(fh, allow_pickle=False) as data:
+        return {k: data[k] for k in data.files}

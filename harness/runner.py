@@ -15,6 +15,7 @@ import platform
 import shutil
 import tempfile
 from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,7 +24,7 @@ import yaml
 from vispriv.harness.cache import check_writable
 from vispriv.harness.claims import Claims, RunClaims, pid_alive
 from vispriv.harness.config import MatrixConfig
-from vispriv.harness.errors import VisprivError
+from vispriv.harness.errors import TrackingError, VisprivError
 from vispriv.harness.execute import CellOutcome
 from vispriv.harness.executors import Executor, make_executor
 from vispriv.harness.matrix import Cell, Matrix
@@ -144,12 +145,14 @@ def _run_with_parent(
             f"rerun with --resume to run only the rest"
         ) from None
     except BaseException as exc:
-        tracker.set_tags(parent, {"vispriv.error": f"{type(exc).__name__}: {exc}"[:4000]})
-        tracker.end(parent, "FAILED")
+        with suppress(TrackingError):  # a store that refused the write that failed refuses these too
+            tracker.set_tags(parent, {"vispriv.error": f"{type(exc).__name__}: {exc}"[:4000]})
+            tracker.end(parent, "FAILED")
         raise
     finally:
         if claims is not None:
-            claims.release(held)
+            with suppress(TrackingError):
+                claims.release(held)
         if bar is not None:
             bar.close()
         if scratch is not None:

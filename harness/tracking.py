@@ -17,6 +17,7 @@ Child runs carry
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import logging
 import os
@@ -24,10 +25,10 @@ import platform
 import socket
 import subprocess
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 from vispriv.harness.errors import TrackingError
@@ -43,6 +44,8 @@ def _quiet_mlflow_logs() -> None:
     """MLflow logs INFO lines (schema migrations) on every new store: keep stderr for errors."""
     for name in ("mlflow", "mlflow.store.db.utils", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    # It logs every failed commit with a traceback before raising; :func:`store_write` reports it in one line.
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
 
 
 def default_tracking_uri() -> str:
@@ -150,6 +153,33 @@ def git_sha() -> str:
         return "unknown"
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def store_write(method: F) -> F:
+    """A write to the store that fails (disk full, file-size limit, read-only, server gone) is one-line :class:`TrackingError`.
+
+    Whatever the store holds stays as it was written: a run that cannot be ended stays
+    RUNNING and the next ``vispriv matrix`` of its config on this host ends it KILLED.
+    """
+
+    @functools.wraps(method)
+    def wrapper(self: Tracker, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except TrackingError:
+            raise
+        except Exception as exc:
+            text = str(exc).strip()
+            msg = text.splitlines()[0] if text else type(exc).__name__
+            raise TrackingError(
+                f"tracking store {self.uri} refused a write ({msg[:200]}); everything logged before it is kept: "
+                "free the space or fix the store, then rerun with --resume"
+            ) from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
 class Tracker:
     """A thin layer over :class:`mlflow.MlflowClient` for the harness's run layout."""
 
@@ -198,6 +228,7 @@ class Tracker:
             return exp.experiment_id
 
     # -- runs ----------------------------------------------------------------------
+    @store_write
     def start_parent(self, experiment_id: str, name: str, tags: dict[str, str], params: dict[str, Any]) -> str:
         run = self._client.create_run(
             experiment_id, run_name=name, tags={"vispriv.kind": MATRIX, "vispriv.git_sha": git_sha(), **tags}
@@ -205,6 +236,7 @@ class Tracker:
         self.log_params(run.info.run_id, params)
         return run.info.run_id
 
+    @store_write
     def start_child(
         self, experiment_id: str, parent_id: str, name: str, tags: dict[str, str], start_time: int | None = None
     ) -> str:
@@ -223,6 +255,7 @@ class Tracker:
         )
         return run.info.run_id
 
+    @store_write
     def log_params(self, run_id: str, params: dict[str, Any]) -> None:
         from mlflow.entities import Param
 
@@ -230,6 +263,7 @@ class Tracker:
         for i in range(0, len(items), 100):
             self._client.log_batch(run_id, params=items[i : i + 100])
 
+    @store_write
     def log_metrics(self, run_id: str, metrics: dict[str, float]) -> None:
         import time
 
@@ -240,25 +274,31 @@ class Tracker:
         for i in range(0, len(items), 500):
             self._client.log_batch(run_id, metrics=items[i : i + 500])
 
+    @store_write
     def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
         for key, value in tags.items():
             self._client.set_tag(run_id, key, value)
 
+    @store_write
     def log_artifacts(self, run_id: str, folder: Path) -> None:
         if folder.is_dir() and any(folder.iterdir()):
             self._client.log_artifacts(run_id, str(folder))
 
+    @store_write
     def log_text(self, run_id: str, text: str, name: str) -> None:
         self._client.log_text(run_id, text, name)
 
+    @store_write
     def end(self, run_id: str, status: str, end_time: int | None = None) -> None:
         """Terminate ``run_id``; ``end_time`` (epoch ms) is when its work ended, else now."""
         self._client.set_terminated(run_id, status=status, end_time=end_time)
 
+    @store_write
     def delete_run(self, run_id: str) -> None:
         self._client.delete_run(run_id)
 
     # -- claims (stores without a claims file, see vispriv.harness.claims) ------------
+    @store_write
     def start_claim(self, experiment_id: str, parent_id: str, cell_hash: str, owner: str) -> str:
         """A claim run of ``cell_hash`` (tag ``vispriv.kind=claim``), nested under the matrix run ``parent_id``."""
         run = self._client.create_run(

@@ -20,7 +20,7 @@ from vispriv.plugins.federated.config import FederatedConfig
 from vispriv.plugins.federated.outcome import accuracy_curve, base_utility, target_ids, target_truth
 from vispriv.plugins.federated.payloads import EncryptedUpdates, FederatedData, FederatedPublic, require_public
 from vispriv.plugins.federated.protocol import DpheSettings, run_federated
-from vispriv.plugins.federated.slot_leak import origin_candidates
+from vispriv.plugins.federated.slot_leak import expected_origin_candidates
 
 
 class DpheConfig(FederatedConfig):
@@ -56,7 +56,7 @@ class Dphe(Defense):
         if n_users < 3 and not cfg.force:
             raise InputError(
                 f"dphe needs N >= 3 users, got N = {n_users}: with two users each recovers the other's update "
-                "as 2 w̄ - w^(own) from the published average (dphe.md section 2.5); set force: true to run anyway"
+                "as 2 w̄ - w^(own) from the published average (DPHE paper, section 2.5); set force: true to run anyway"
             )
         if cfg.observer is not None and cfg.observer >= n_users:
             raise InputError(f"observer must be a user in [0, {n_users}); got {cfg.observer}")
@@ -86,10 +86,14 @@ class Dphe(Defense):
                 "offline_seconds_per_user_round": run.offline_seconds / per_user_round,
                 "values_encrypted_per_user_round": run.values_encrypted / per_user_round,
                 "secure_sum_max_abs_error": run.secure_max_abs_error,
-                # A's best candidate count for a slot's plain origin (slot_leak.py): D means no leak.
+                # A's candidate count for a slot's plain origin (slot_leak.py), D = no leak: its
+                # expectation over the users' CSPRNG padding, so a function of config + seed.
                 "slot_origin_candidates": float(
-                    origin_candidates(
-                        run.uncovered_slots, run.averages[1:].reshape(cfg.rounds, -1) == 0.0, run.permutation_groups
+                    expected_origin_candidates(
+                        run.updates.reshape(cfg.rounds, n_users, -1),
+                        run.averages[1:].reshape(cfg.rounds, -1) == 0.0,
+                        run.permutation_groups,
+                        run.capacity,
                     ).mean()
                 ),
             }

@@ -158,8 +158,19 @@ class Quantiser:
         cfg = self.config
         build = (cfg.kind, cfg.hnsw_m, cfg.ef_construction) if cfg.kind == "hnsw" else (cfg.kind, self._nlist, cfg.seed)
         parts = ("quantiser-v1", build, self.dictionary)
-        stored = (cache or Cache(None)).arrays("ldp-quantiser", parts, lambda: {"index": faiss.serialize_index(self._build())})
-        self.index = faiss.deserialize_index(stored["index"])
+        loaded: list = []
+
+        def check(stored: dict[str, np.ndarray]) -> None:
+            """A cached index must deserialise to one over this dictionary (else it is rebuilt)."""
+            index = faiss.deserialize_index(stored["index"])
+            if index.d != DESCRIPTOR_DIM or index.ntotal != len(self.dictionary):
+                raise ValueError(f"index of {index.ntotal} x {index.d}, dictionary is {len(self.dictionary)} x {DESCRIPTOR_DIM}")
+            loaded.append(index)
+
+        stored = (cache or Cache(None)).arrays(
+            "ldp-quantiser", parts, lambda: {"index": faiss.serialize_index(self._build())}, check=check
+        )
+        self.index = loaded[0] if loaded else faiss.deserialize_index(stored["index"])
         if cfg.kind == "hnsw":
             self.index.hnsw.efSearch = cfg.ef_search
         else:

@@ -71,7 +71,8 @@ def test_cache_round_trip_hits_and_atomic_files(tmp_path):
     cache.arrays("ns", {"k": 2}, compute)
     assert len(calls) == 2
     files = list((tmp_path / "ns").iterdir())
-    assert len(files) == 2 and not [f for f in files if f.name.startswith(".tmp-")]
+    assert sorted(f.suffix for f in files if not f.name.startswith(".")) == [".npz", ".npz", ".sum", ".sum"]
+    assert not [f for f in files if f.name.startswith(".tmp-")]
 
 
 def test_cache_refuses_object_arrays_and_recovers_from_corruption(tmp_path):

@@ -3,8 +3,9 @@
 A trained network is a Lightning checkpoint in the cache, keyed by the training config
 (its own ``seed`` included, not the cell's: every cell of a matrix shares one network, as
 section 6.1 uses one pre-trained network for all attacks) and a fingerprint of the training data (images and features of every variant),
-so a second matrix run with the same public data never retrains. Writes are atomic
-(temporary file renamed into place); loads use ``torch.load(weights_only=True)``.
+so a second matrix run with the same public data never retrains. The cache stores it with
+a checksum (``Cache.store``, temporary file renamed into place) and a damaged entry is
+retrained (``Cache.load``); loads use ``torch.load(weights_only=True)``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import lightning as L
 import numpy as np
@@ -55,15 +56,18 @@ def load_checkpoint(path: str | Path) -> SparseUNet:
     if not path.is_file():
         raise InputError(f"inversion checkpoint not found: {path}")
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-        hp = ckpt["hyper_parameters"]
-        net = SparseUNet(hp["in_channels"], hp["out_channels"], **hp["network"])
-        state = {k.removeprefix("net."): v for k, v in ckpt["state_dict"].items()}
-        net.load_state_dict(state)
-    except InputError:
-        raise
+        return _net_from(path)
     except Exception as exc:  # noqa: BLE001 -- torch raises many types on a damaged file
         raise InputError(f"inversion checkpoint {path} is corrupt or not an inversion checkpoint ({type(exc).__name__})") from None
+
+
+def _net_from(source: str | Path | IO[bytes]) -> SparseUNet:
+    """The network of a checkpoint file or stream (raises whatever torch raises on a damaged one)."""
+    ckpt = torch.load(source, map_location="cpu", weights_only=True)
+    hp = ckpt["hyper_parameters"]
+    net = SparseUNet(hp["in_channels"], hp["out_channels"], **hp["network"])
+    state = {k.removeprefix("net."): v for k, v in ckpt["state_dict"].items()}
+    net.load_state_dict(state)
     return net.eval()
 
 
@@ -140,22 +144,14 @@ def train_or_load(
         "config": cfg.model_dump(mode="json", exclude={"accelerator", "devices"}),
         "data": training_fingerprint(sets),
     }
-    path = None
-    if ctx.cache.enabled:
-        path = ctx.cache.path(CACHE_NAMESPACE, ctx.cache.key(CACHE_NAMESPACE, parts), ".ckpt")
-        if path.exists():
-            try:
-                net = load_checkpoint(path)
-                ctx.cache.hits += 1
-                return TrainedInverter(net, {"trained": 0.0, "checkpoint": str(path)})
-            except InputError:
-                path.unlink(missing_ok=True)
-        ctx.cache.misses += 1
+    key = ctx.cache.key(CACHE_NAMESPACE, parts)
+    net, path = ctx.cache.load(CACHE_NAMESPACE, key, ".ckpt", _net_from)
+    if net is not None:
+        return TrainedInverter(net, {"trained": 0.0, "checkpoint": str(path)})
     module, trainer, info = _fit(sets, out_channels, cfg, ctx)
-    if path is not None:
-        with ctx.cache.atomic_path(path) as tmp:
-            trainer.save_checkpoint(tmp, weights_only=True)
-        info["checkpoint"] = str(path)
+    stored = ctx.cache.store(CACHE_NAMESPACE, key, ".ckpt", lambda tmp: trainer.save_checkpoint(tmp, weights_only=True))
+    if stored is not None:
+        info["checkpoint"] = str(stored)
     return TrainedInverter(module.net.cpu().eval(), info)
 
 
