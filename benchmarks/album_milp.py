@@ -27,12 +27,14 @@ optimality.
     .venv/bin/python benchmarks/album_milp.py --problems budget    # budget rows only
     .venv/bin/python benchmarks/album_milp.py --quick              # R-16/R-32, 3 albums, 10 s limit
 
-One album of a config's ``milp-budget`` cell, proven alone (``--example-album``): the
-album's proof by fast_budget, against a baseline in the same process -- the paper's naive
-MILP (supplement C) given ``--baseline-seconds``, or, with ``--baseline-commit``, this
-package's branch and bound as it was at that git commit:
+One album (or every album) of a config's ``milp-budget`` cell, proven alone
+(``--example-album``): fast_budget's proof against a baseline in the same process -- the
+paper's naive MILP (supplement C) given ``--baseline-seconds``, or, with
+``--baseline-commit``, this package's branch and bound as it was at that git commit
+(``git show``; also says whether both return the same keep mask):
 
-    .venv/bin/python benchmarks/album_milp.py --example-album 24 --baseline-commit c14eb6f
+    .venv/bin/python benchmarks/album_milp.py --example-album 24 --baseline-commit c14eb6f --time-limit 600
+    .venv/bin/python benchmarks/album_milp.py --example-album all --collection R-32 --baseline-commit c14eb6f
 """
 
 from __future__ import annotations
@@ -131,39 +133,51 @@ def _budget_search_at(commit: str):
     return module
 
 
+def _baseline(args: argparse.Namespace, A: np.ndarray, d: int, St: np.ndarray):
+    """The baseline's result on one album, and its label."""
+    if not args.baseline_commit:
+        return milp.naive_budget(A, d, time_limit=args.baseline_seconds), f"naive MILP (supplement C), {args.baseline_seconds:g} s limit"
+    current = milp.branch_and_bound
+    milp.branch_and_bound = _budget_search_at(args.baseline_commit).branch_and_bound
+    try:
+        return milp.fast_budget(A, d, St, time_limit=args.time_limit), f"fast_budget at {args.baseline_commit}"
+    finally:
+        milp.branch_and_bound = current
+
+
 def example_album(args: argparse.Namespace) -> None:
-    """Prove one album of the config's milp-budget cell (fast_budget), against a baseline in
-    the same process; both answers are checked to reach the same protected-k."""
+    """Prove one album (or ``all``) of the config's milp-budget cell with fast_budget, against
+    a baseline in the same process; reports whether both reach the same protected-k and,
+    for a commit baseline, the same keep mask (so the config's metrics cannot move)."""
     from album_budget_gap import budget_albums
 
     albums, _ = budget_albums(args.config, args.collection)
-    A, d, St = albums[args.example_album]
-    n_beat = int(np.sum(caps(A) >= len(A) - d))
-    print(f"{args.config} {args.collection} album {args.example_album}: N = {len(A)}, d = {d}, places with c_j >= N - d: {n_beat}")
-    start = time.perf_counter()
-    fast = milp.fast_budget(A, d, St, time_limit=args.time_limit)
-    fast_s = time.perf_counter() - start
-    print(f"fast_budget (this tree): {fast.status}, protected-k {protected_k(A, fast.keep)}, {fast_s:.2f} s", flush=True)
-    if args.baseline_commit:
-        label = f"fast_budget at {args.baseline_commit}"
-        current = milp.branch_and_bound
-        milp.branch_and_bound = _budget_search_at(args.baseline_commit).branch_and_bound
-        try:
-            start = time.perf_counter()
-            base = milp.fast_budget(A, d, St, time_limit=args.time_limit)
-        finally:
-            milp.branch_and_bound = current
-    else:
-        label = f"naive MILP (supplement C), {args.baseline_seconds:g} s limit"
+    indices = range(len(albums)) if args.example_album == "all" else [int(args.example_album)]
+    totals = [0.0, 0.0]
+    same_mask = 0
+    for index in indices:
+        A, d, St = albums[index]
+        n_beat = int(np.sum(caps(A) >= len(A) - d))
+        print(f"{args.config} {args.collection} album {index}: N = {len(A)}, d = {d}, places with c_j >= N - d: {n_beat}")
         start = time.perf_counter()
-        base = milp.naive_budget(A, d, time_limit=args.baseline_seconds)
-    base_s = time.perf_counter() - start
-    base_k = protected_k(A, base.keep) if base.keep is not None else -1
-    print(f"baseline, {label}: {base.status}, protected-k {base_k}, {base_s:.2f} s", flush=True)
-    both = fast.status == "optimal" and base.status == "optimal"
-    ratio = f"{base_s / fast_s:.2f}x" if base.status == "optimal" else f">= {base_s / fast_s:.2f}x (baseline unproven)"
-    same = "yes" if protected_k(A, fast.keep) == base_k else ("NO" if both else "n/a")
-    print(f"ratio baseline / this tree: {ratio}; same optimum: {same}")
+        fast = milp.fast_budget(A, d, St, time_limit=args.time_limit)
+        fast_s = time.perf_counter() - start
+        print(f"  fast_budget (this tree): {fast.status}, protected-k {protected_k(A, fast.keep)}, {fast_s:.2f} s", flush=True)
+        start = time.perf_counter()
+        base, label = _baseline(args, A, d, St)
+        base_s = time.perf_counter() - start
+        base_k = protected_k(A, base.keep) if base.keep is not None else -1
+        print(f"  baseline, {label}: {base.status}, protected-k {base_k}, {base_s:.2f} s", flush=True)
+        both = fast.status == "optimal" and base.status == "optimal"
+        ratio = f"{base_s / fast_s:.2f}x" if base.status == "optimal" else f">= {base_s / fast_s:.2f}x (baseline unproven)"
+        same = "yes" if protected_k(A, fast.keep) == base_k else ("NO" if both else "n/a")
+        identical = base.keep is not None and bool(np.array_equal(fast.keep, base.keep))
+        same_mask += identical
+        totals[0] += fast_s
+        totals[1] += base_s
+        print(f"  ratio baseline / this tree: {ratio}; same optimum: {same}; same keep mask: {'yes' if identical else 'no'}")
+    if len(indices) > 1:
+        print(f"all {len(indices)} albums: this tree {totals[0]:.1f} s, baseline {totals[1]:.1f} s (ratio {totals[1] / totals[0]:.2f}x); same keep mask on {same_mask}/{len(indices)}")
 
 
 def main() -> None:
@@ -179,7 +193,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--user-albums", action="store_true", help="also the simulated world's user albums (collection albums), default data only")
     parser.add_argument("--scan", type=int, default=200, help="budget rows: instances scanned at most for a non-zero optimum")
-    parser.add_argument("--example-album", type=int, default=None, help="prove this album of the config's milp-budget cell alone")
+    parser.add_argument("--example-album", default=None, help="prove this album (an index, or all) of the config's milp-budget cell")
     parser.add_argument("--config", default="examples/album.yaml")
     parser.add_argument("--collection", default="albums")
     parser.add_argument("--baseline-seconds", type=float, default=120.0, help="--example-album: naive MILP time limit")
