@@ -106,10 +106,9 @@ def branch_and_bound(
         return best_rows, best_count, True
     tol = TIE_TOLERANCE * max(1.0, float(np.abs(B).sum(axis=0).max(initial=0.0)), float(np.abs(tot).max(initial=0.0)))
     groups = np.arange(len(tot)) if groups is None else np.asarray(groups)
-    order = np.argsort(groups, kind="stable")
+    order, n_single, ends = _group_layout(groups)
     Bs, tots = B[:, order], tot[order]
-    starts = np.flatnonzero(np.r_[True, np.diff(groups[order]) != 0])
-    R = suffix_relief(Bs, d)
+    RT = np.ascontiguousarray(suffix_relief(Bs, d).transpose(1, 0, 2))
     stack: list[tuple[int, int, np.ndarray, tuple[int, ...]]] = [(0, len(tot), np.zeros_like(tots), ())]
     nodes = 0
     while stack:
@@ -120,17 +119,41 @@ def branch_and_bound(
         nodes += 1
         if nodes > node_limit or (nodes % 256 == 0 and time.perf_counter() >= deadline):
             return best_rows, best_count, False
-        children = removed[None, :] + Bs[p:]
-        left = tots[None, :] - children + tol
-        approx = np.sum(left >= 0, axis=1)
-        for q in np.argsort(-approx, kind="stable"):
-            if approx[q] <= best_count:
-                break
-            exact = count(np.array([*rows, p + q]))
-            if exact > best_count:
-                best_count, best_rows = exact, np.array([*rows, p + q])
-        possible = (left - R[np.arange(p + 1, n + 1), r - 1] >= 0).astype(np.int32)
-        bounds = np.sum(np.add.reduceat(possible, starts, axis=1) > 0, axis=1)
+        slack = (tots - removed + tol)[None, :] - Bs[p:]
+        approx = np.count_nonzero(slack >= 0, axis=1)
+        if approx.max() > best_count:
+            for q in np.argsort(-approx, kind="stable"):
+                if approx[q] <= best_count:
+                    break
+                exact = count(np.array([*rows, p + q]))
+                if exact > best_count:
+                    best_count, best_rows = exact, np.array([*rows, p + q])
+        bounds = _groups_hit(slack >= RT[r - 1, p + 1 : n + 1], n_single, ends)
         for q in np.flatnonzero(bounds > best_count)[::-1]:
-            stack.append((p + int(q) + 1, int(bounds[q]), children[q], (*rows, p + int(q))))
+            stack.append((p + int(q) + 1, int(bounds[q]), removed + Bs[p + q], (*rows, p + int(q))))
     return best_rows, best_count, True
+
+
+def _group_layout(groups: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
+    """Column order for :func:`_groups_hit`: places alone in their group first, then the
+    members of each larger group side by side; their count, and the last column of each
+    larger group (relative to the first grouped column)."""
+    _, inverse, sizes = np.unique(groups, return_inverse=True, return_counts=True)
+    alone = sizes[inverse] == 1
+    grouped = np.flatnonzero(~alone)
+    grouped = grouped[np.argsort(inverse[grouped], kind="stable")]
+    order = np.concatenate([np.flatnonzero(alone), grouped])
+    tail = inverse[grouped]
+    ends = np.flatnonzero(np.r_[tail[1:] != tail[:-1], True]) if len(tail) else np.zeros(0, dtype=int)
+    return order, int(alone.sum()), ends
+
+
+def _groups_hit(possible: np.ndarray, n_single: int, ends: np.ndarray) -> np.ndarray:
+    """Per row of ``possible`` (columns in :func:`_group_layout` order), the number of groups
+    with at least one possible place: a count for the lone places plus, for the larger
+    groups, the groups whose running count of possible members rises."""
+    hit = np.count_nonzero(possible[:, :n_single], axis=1)
+    if len(ends):
+        running = np.cumsum(possible[:, n_single:], axis=1, dtype=np.int32)[:, ends]
+        hit += np.count_nonzero(np.diff(running, axis=1, prepend=0), axis=1)
+    return hit

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from vispriv.plugins.album import milp
-from vispriv.plugins.album.budget_search import branch_and_bound, conflict_groups
+from vispriv.plugins.album.budget_search import _group_layout, _groups_hit, branch_and_bound, conflict_groups
 from vispriv.plugins.album.pruning import advantage, brute_force_budget, caps, protected_k
 from vispriv.plugins.album.surrogate import (
     LP_TOLERANCE,
@@ -166,3 +166,37 @@ def test_branch_and_bound_with_real_conflict_groups_equals_brute_force():
 
         _, count, proven = branch_and_bound(A[cand][:, places], A[:, places].sum(axis=0), d, -1, 1e18, groups=groups, count=exact)
         assert proven and count == brute_force_budget(A, budget, fixed)
+
+
+def test_groups_hit_counts_groups_with_a_possible_place():
+    """The branch and bound's node bound (lone places first, then grouped ones) equals a direct count."""
+    rng = np.random.default_rng(21)
+    for _ in range(30):
+        m = int(rng.integers(1, 30))
+        groups = rng.integers(0, max(1, m // 2), m)
+        possible = rng.random((int(rng.integers(1, 8)), m)) < rng.random()
+        order, n_single, ends = _group_layout(groups)
+        expected = [len(np.unique(groups[row])) for row in possible]
+        assert np.array_equal(_groups_hit(possible[:, order], n_single, ends), expected)
+
+
+def test_branch_and_bound_equals_the_papers_milp_and_brute_force_on_larger_albums():
+    """fast_budget with the branch and bound first against the paper's MILP (supplement C,
+    through cvxpy/HiGHS) and brute force, on albums with many places and grouped conflicts."""
+    rng = np.random.default_rng(22)
+    grouped = nonzero = 0
+    for _ in range(4):
+        S = rng.normal(0, 2, (12, 40))
+        S[:, 0] += 1.0
+        A = advantage(S, 0)[0]
+        d = 4
+        T = len(A) - d
+        places = np.flatnonzero(caps(A) >= T)
+        labels = conflict_groups(pair_compatibility(A, np.zeros(len(A), bool), places, T), len(places))
+        grouped += int(len(np.unique(labels)) < len(places))
+        fast = milp.fast_budget(A, d, S[:, 0], descend_places=0)
+        naive = milp.naive_budget(A, d)
+        assert fast.status == naive.status == "optimal"
+        assert protected_k(A, fast.keep) == protected_k(A, naive.keep) == brute_force_budget(A, d)
+        nonzero += int(protected_k(A, fast.keep) > protected_k(A, np.ones(len(A), bool)))
+    assert grouped > 0 and nonzero > 0  # grouped bounds exercised, deletions that matter
