@@ -16,7 +16,8 @@ from vispriv.harness.errors import ConfigError
 from vispriv.harness.matrix import build_matrix
 from vispriv.harness.registry import load_registry
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
+ROOT = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = sorted(ROOT.rglob("*.yaml"))  # examples/*.yaml and examples/paper/*.yaml
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +27,7 @@ def registry():
     return registry
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+@pytest.mark.parametrize("path", EXAMPLES, ids=[str(p.relative_to(ROOT).with_suffix("")) for p in EXAMPLES])
 def test_shipped_example_builds_its_matrix(path: Path, registry, tmp_path: Path) -> None:
     placeholder = re.search(r"^\s+root: (/path/to/\S+)", path.read_text(), re.MULTILINE)
     overrides = []
