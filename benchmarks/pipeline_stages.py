@@ -55,6 +55,7 @@ class Row:
     seconds: float
     note: str = ""
     gflop: float | None = None
+    key: str = ""  # the name the per-table estimates use
 
 
 def best_of(fn: Callable[[], object], repeats: int) -> float:
@@ -105,7 +106,7 @@ def stage_sift(repeats: int) -> list[Row]:
             feats = extract_features(im, cfg)
             t = min(t, time.perf_counter() - t0)
             kps = max(kps, feats.n_keypoints)
-        rows.append(Row(f"SIFT {side} px", "photo", t, f"{kps} keypoints (cap {cfg.max_keypoints})"))
+        rows.append(Row(f"SIFT {side} px", "photo", t, f"{kps} keypoints (cap {cfg.max_keypoints})", key=f"sift{side}"))
     return rows
 
 
@@ -121,7 +122,7 @@ def stage_lifting(repeats: int) -> list[Row]:
     desc, db = _unit_rows(rng, 1000), _unit_rows(rng, 4096)
     subs = rng.integers(0, N_SUB_DATABASES, 1000)
     t = best_of(lambda: lift(desc, 2, "sub-hybrid", np.random.default_rng(1), database=db, sub_database=subs), repeats)
-    return [Row("affine lifting, m = 2", "image (1,000 desc.)", t, "sub-hybrid, W of 4,096 rows")]
+    return [Row("affine lifting, m = 2", "image (1,000 desc.)", t, "sub-hybrid, W of 4,096 rows", key="lift")]
 
 
 def stage_localisation(repeats: int) -> list[Row]:
@@ -140,7 +141,7 @@ def stage_localisation(repeats: int) -> list[Row]:
 
     t_match = best_of(mutual_nn, repeats)
     flops = 2 * 2 * 1024 * 20 * 4096 * 128
-    rows = [Row("localisation: matching", "query (1,024 x 20 x 4,096)", t_match, "faiss brute force, mutual NN", flops / 1e9)]
+    rows = [Row("localisation: matching", "query (1,024 x 20 x 4,096)", t_match, "faiss brute force, mutual NN", flops / 1e9, key="loc_match")]
     try:
         import pycolmap
     except ImportError:
@@ -167,10 +168,10 @@ def stage_localisation(repeats: int) -> list[Row]:
         return lambda: pycolmap.estimate_and_refine_absolute_pose(pix, pts3, cam, opts)
 
     t_easy = best_of(ransac(1024, 0.3, 100_000), repeats)
-    rows.append(Row("localisation: LO-RANSAC + refine", "query, 30 % inliers", t_easy, "early stop (>= 1,000 trials)"))
+    rows.append(Row("localisation: LO-RANSAC + refine", "query, 30 % inliers", t_easy, "early stop (>= 1,000 trials)", key="loc_ransac"))
     t_hard = best_of(ransac(1024, 0.02, 10_000), max(1, repeats // 2))
     rows.append(Row("localisation: LO-RANSAC + refine", "query, 2 %, 10k trials", t_hard,
-                    f"per trial {t_hard / 1e4 * 1e6:.1f} us: x10 per decade of trials (100k, 1M, 10M)"))
+                    f"per trial {t_hard / 1e4 * 1e6:.1f} us: x10 per decade of trials (100k, 1M, 10M)", key="loc_ransac_10k"))
     return rows
 
 
@@ -184,12 +185,12 @@ def stage_attacks(repeats: int, quick: bool) -> list[Row]:
         db = _unit_rows(rng, size)
         n_sub = 1000 if size <= 4096 else (64 if quick else 256)
         lifted = lift(_unit_rows(rng, n_sub), 2, "hybrid", np.random.default_rng(2), database=db)
-        t_db = best_of(lambda: database_attack(db, lifted.offsets, lifted.bases, 1, 20, 1), repeats) * 1000 / n_sub
-        t_cl = best_of(lambda: cluster_candidates(db, lifted.offsets, lifted.bases, 2, 20), repeats) * 1000 / n_sub
+        t_db = best_of(lambda db=db, o=lifted.offsets, b=lifted.bases: database_attack(db, o, b, 1, 20, 1), repeats) * 1000 / n_sub
+        t_cl = best_of(lambda db=db, o=lifted.offsets, b=lifted.bases: cluster_candidates(db, o, b, 2, 20), repeats) * 1000 / n_sub
         flops = 2.0 * 1000 * 3 * 128 * size
         scaled = "" if n_sub == 1000 else f"; run on {n_sub} subspaces, scaled linearly"
-        rows.append(Row(f"database attack, W = {size:,}", "image (1,000 subspaces)", t_db, f"m = 2{scaled}", flops / 1e9))
-        rows.append(Row(f"clustering attack, Z = {size:,}", "image (1,000 subspaces)", t_cl, f"m = 2{scaled}", flops / 1e9))
+        rows.append(Row(f"database attack, W = {size:,}", "image (1,000 subspaces)", t_db, f"m = 2{scaled}", flops / 1e9, key=f"db{size}"))
+        rows.append(Row(f"clustering attack, Z = {size:,}", "image (1,000 subspaces)", t_cl, f"m = 2{scaled}", flops / 1e9, key=f"cl{size}"))
     return rows
 
 
@@ -197,7 +198,7 @@ def stage_kmeans(repeats: int, quick: bool) -> list[Row]:
     import faiss
 
     rng = np.random.default_rng(0)
-    n, k = (32_768, 1024) if quick else (65_536, 4096)
+    n, k = (32_768, 512) if quick else (65_536, 1024)
     x = _unit_rows(rng, n)
 
     def one_iter() -> None:
@@ -208,7 +209,7 @@ def stage_kmeans(repeats: int, quick: bool) -> list[Row]:
     per = t / (n * k)
     return [Row("spherical k-means (faiss)", "iteration per 1e9 point x centroid", per * 1e9,
                 f"measured at {n:,} x {k:,}; 10M x 256k x 20 iter = {per * 1e7 * 262_144 * 20 / 3600:.0f} h",
-                256.0)]  # 1e9 pairs x 2 x 128 flops
+                256.0, key="kmeans")]  # 1e9 pairs x 2 x 128 flops
 
 
 def stage_inversion(repeats: int) -> list[Row]:
@@ -232,7 +233,7 @@ def stage_inversion(repeats: int) -> list[Row]:
             net(feats, index, 1, side, side)
 
     infer()
-    rows = [Row("inversion U-Net inference", "256 px image", best_of(infer, repeats), f"default network (depth {cfg.depth}, width {cfg.width})")]
+    rows = [Row("inversion U-Net inference", "256 px image", best_of(infer, repeats), f"default network (depth {cfg.depth}, width {cfg.width})", key="infer")]
     module = InversionModule(128, 1, cfg.network_params(), cfg.lr, cfg.steps, cfg.l1_weight, cfg.ssim_weight, cfg.ssim_window,
                              cfg.gradient_weight)
     opt = torch.optim.AdamW(module.parameters(), lr=cfg.lr)
@@ -249,7 +250,7 @@ def stage_inversion(repeats: int) -> list[Row]:
     step()
     t = best_of(step, repeats)
     rows.append(Row("inversion U-Net training", f"step (batch {b}, {crop} px)", t,
-                    f"default {cfg.steps} steps = {t * cfg.steps / 60:.1f} min; capped by max_minutes {cfg.max_minutes:g}"))
+                    f"default {cfg.steps} steps = {t * cfg.steps / 60:.1f} min; capped by max_minutes {cfg.max_minutes:g}", key="train"))
     return rows
 
 
@@ -268,7 +269,7 @@ def stage_refinement(repeats: int) -> list[Row]:
         return best_of(lambda: refine_to_descriptors(img, kps, scales, ori, target, index, RefineConfig(steps=steps)), repeats)
 
     per = (run(6) - run(1)) / 5
-    return [Row("refinement (descriptor matching)", "Adam step, 256 px, 1,000 kp", per, "(t(6 steps) - t(1 step)) / 5; default 100 steps")]
+    return [Row("refinement (descriptor matching)", "Adam step, 256 px, 1,000 kp", per, "(t(6 steps) - t(1 step)) / 5; default 100 steps", key="refine")]
 
 
 def stage_ldp(repeats: int) -> list[Row]:
@@ -284,33 +285,67 @@ def stage_ldp(repeats: int) -> list[Row]:
     t_s = best_of(lambda: ldp.omega_subset(ids, size, 2, 10.0, np.random.default_rng(3)), repeats)
     flops = 2.0 * 1000 * size * 128
     return [
-        Row("LDP-Feat quantisation, K = 262,144", "image (1,000 desc.)", t_q, "exact (faiss IndexFlatL2); HNSW ~22x faster", flops / 1e9),
-        Row("LDP-Feat omega-subset, m = 2, eps 10", "image (1,000 desc.)", t_s, "Eq. (4) via Eq. (5)"),
+        Row("LDP-Feat quantisation, K = 262,144", "image (1,000 desc.)", t_q, "exact (faiss IndexFlatL2); HNSW ~22x faster", flops / 1e9, key="quant"),
+        Row("LDP-Feat omega-subset, m = 2, eps 10", "image (1,000 desc.)", t_s, "Eq. (4) via Eq. (5)", key="omega"),
     ]
 
 
 def stage_paillier(repeats: int, quick: bool) -> list[Row]:
+    import gmpy2
     from phe import paillier
 
     from vispriv.plugins.federated import paillier as pl
 
-    t0 = time.perf_counter()
-    pk, _ = paillier.generate_paillier_keypair(n_length=2048)
-    t_key = time.perf_counter() - t0
+    rows = []
     n = 5 if quick else 20
     values = np.random.default_rng(0).normal(size=n)
-    t_phe = best_of(lambda: [pk.encrypt(float(v)) for v in values], max(1, repeats // 2)) / n
-    t_off = best_of(lambda: pl.fresh_obfuscators(pk.n, n), max(1, repeats // 2)) / n
-    import gmpy2
+    for bits in (1024, 2048):
+        t0 = time.perf_counter()
+        pk, _ = paillier.generate_paillier_keypair(n_length=bits)
+        t_key = time.perf_counter() - t0
+        t_phe = best_of(lambda pk=pk: [pk.encrypt(float(v)) for v in values], max(1, repeats // 2)) / n
+        t_off = best_of(lambda pk=pk: pl.fresh_obfuscators(pk.n, n), max(1, repeats // 2)) / n
+        obf = [gmpy2.mpz(r) for r in pl.fresh_obfuscators(pk.n, n)]
+        t_on = best_of(lambda pk=pk, obf=obf: pl.encrypt_encoded(pl.encode(values, pk), pk, obf), repeats) / n
+        rows += [
+            Row(f"Paillier keygen, {bits} bit", "key", t_key, "once per run"),
+            Row(f"Paillier encrypt (phe), {bits} bit", "value", t_phe, "plain phe.encrypt", key=f"phe{bits}"),
+            Row(f"Paillier offline r^n, {bits} bit", "value", t_off, "obfuscator, one core (the pool uses all cores)",
+                key=f"offline{bits}"),
+            Row(f"Paillier online, {bits} bit", "value", t_on, "encode + (1 + n m) r^n mod n^2", key=f"online{bits}"),
+        ]
+    return rows
 
-    obf = [gmpy2.mpz(r) for r in pl.fresh_obfuscators(pk.n, n)]
-    t_on = best_of(lambda: pl.encrypt_encoded(pl.encode(values, pk), pk, obf), repeats) / n
-    return [
-        Row("Paillier keygen, 2048 bit", "key", t_key, "once per run"),
-        Row("Paillier encrypt (phe), 2048 bit", "value", t_phe, "plain phe.encrypt"),
-        Row("Paillier offline r^n, 2048 bit", "value", t_off, "pre-computed obfuscator (one core)"),
-        Row("Paillier online, 2048 bit", "value", t_on, "encode + (1 + n m) r^n mod n^2 (paillier.encrypt_encoded)"),
-    ]
+
+def stage_album_network(repeats: int) -> list[Row]:
+    """album-photos with ``features: network``: one training step at the paper-scale config, and reading one photo."""
+    import tempfile
+    from pathlib import Path
+
+    import torch
+    from PIL import Image
+
+    from vispriv.plugins.album.photo_network import PhotoModule, load_thumbnails
+
+    module = PhotoModule(32, 512, 1e-3)
+    opt = module.configure_optimizers()
+    x, y = torch.rand(32, 3, 128, 128), torch.randint(0, 512, (32,))
+
+    def step() -> None:
+        loss = module.training_step((x, y), 0)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    step()
+    rows = [Row("album photo CNN training", "step (batch 32, 128 px)", best_of(step, repeats), "features: network",
+                key="photo_step")]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "p.jpg"
+        Image.fromarray((photo(1024) * 255).astype(np.uint8)).convert("RGB").save(path, quality=90)
+        t = best_of(lambda: load_thumbnails([path], 128), repeats)
+    rows.append(Row("photo decode + resize", "1024 px JPEG -> 128 px", t, "load_thumbnails", key="decode"))
+    return rows
 
 
 def stage_album(limit: float) -> list[Row]:
@@ -329,11 +364,88 @@ def stage_album(limit: float) -> list[Row]:
         t0 = time.perf_counter()
         res = solve()
         rows.append(Row(f"album MILP, 512 places, {label}", "album (hard R-32)", time.perf_counter() - t0,
-                        f"status {res.status} (limit {limit:g} s)"))
+                        f"status {res.status} (limit {limit:g} s)", key="milp_topk" if label == "top-5" else "milp_budget"))
     return rows
 
+#: Assumed sustained fp32 throughput of ONE data-centre GPU (an H100's peak is ~67 TFLOP/s fp32;
+#: small convolutions and k-means reach a fraction). An ASSUMPTION, not a measurement: no GPU
+#: was available where this was written. GPU time of a movable stage = CPU time x (this
+#: machine's matmul GFLOP/s / GPU_GFLOPS).
+GPU_GFLOPS = 10_000.0
 
-STAGES = ("sift", "lifting", "localisation", "attacks", "kmeans", "inversion", "refinement", "ldp", "paillier", "album")
+#: The paper configs' work at full scale, in the stage units above: (stage key, count, where).
+#: where: "gpu" = the code runs it on a GPU today (Lightning ``accelerator``); "port" = the
+#: library has a GPU path the code does not use yet (faiss-gpu, a torch device for SIFT and
+#: the point-to-subspace kernel); "cpu" = stays on the CPU (big-integer Paillier, HiGHS,
+#: JPEG decoding, HNSW search). Counts follow the configs as written (docs/paper-scale.md):
+#: scene-trees ``limit: 2000`` images per split at 256 px (~1,000 SIFT each, x4 views for the
+#: dictionaries, x2 flips for the networks), 20,000 training steps per network; Caltech101 at
+#: 45 x 45 px (D = 2,026 with the bias), 101 classes, 5 users, 20 rounds, capacity M = 0.1 D NC;
+#: 750k photos, 1,000 collections per type.
+M_FACTOR = (3 + 5 + 9 + 17) / 4 / 3  # point-to-subspace cost ~ (m + 1); measured at m = 2, Table 1 sweeps m 2-16
+DPHE_M = int(np.ceil(0.1 * 2026 * 101))  # values per DPHE message (one shard at the paper's >= 90 % sparsity)
+WORKLOADS: dict[str, list[tuple[str, float, str]]] = {
+    "LDP-Feat Table 1 (paper/ldp_feat_table1_inversion)": [
+        ("sift256", 22_000, "port"),
+        ("kmeans", 8e6 * (262_144 + 131_072) * 20 / 1e9, "port"),  # W and Z: 8M descriptors, 20 iterations
+        ("lift", 2000 * 4, "cpu"),
+        ("db262144", 2000 * 4 * M_FACTOR, "port"),
+        ("cl262144", 2000 * 4 * M_FACTOR * 0.5 * 2, "port"),  # clustering + nearest, Z = 131,072
+        ("train", 5 * 20_000, "gpu"),  # Raw + 4 DIA networks
+        ("infer", 2000 * 17, "gpu"),
+    ],
+    "LDP-Feat Table 4 (paper/ldp_feat_table4_ldp_inversion)": [
+        ("sift256", 14_000, "port"),
+        ("kmeans", 8e6 * (262_144 + 524_288) * 20 / 1e9, "port"),
+        ("quant", 6000 * 16 * 1.25 / 22, "cpu"),  # HNSW ~22x exact; 512k rows cost 2x
+        ("omega", 6000 * 16, "cpu"),
+        ("train", 16 * 20_000, "gpu"),
+        ("infer", 2000 * 16, "gpu"),
+    ],
+    "DPHE Table 1, Caltech101 (paper/dphe_table1_caltech)": [
+        ("offline1024", (5 * 20 * DPHE_M + 5 * 2026 * 101) / 2, "cpu"),  # DPHE + PRR10 (dense); pool on 2 cores
+        ("online1024", 5 * 20 * DPHE_M + 5 * 2026 * 101, "cpu"),
+    ],
+    "DPHE Table 2 (paper/dphe_table2_sparsity)": [
+        ("offline1024", 5 * 20 * DPHE_M * (10 + 5 + 2 + 1) / 2, "cpu"),  # 4 reg values: 10, 5, 2, 1 shards
+        ("online1024", 5 * 20 * DPHE_M * 18, "cpu"),
+    ],
+    "Album Table 1 (paper/album_table1_geolocation)": [
+        ("decode", 750_000, "cpu"),
+        ("photo_step", 3000 + 750_000 / 32 / 3, "gpu"),  # training + one forward pass per photo (~1/3 step)
+    ],
+    "Album Table 2 (paper/album_table2_min_deletions)": [
+        ("milp_topk", 5 * 1000 * 2, "cpu"),  # features and classifiers cached from Table 1
+    ],
+    "Album Table 3 (paper/album_table3_budget)": [
+        ("milp_budget", 5 * 1000 * 4, "cpu"),
+    ],
+}
+
+
+def estimates(rows: list[Row], t_mm: float) -> None:
+    """Expected wall time of every paper config here and on one GPU (see GPU_GFLOPS)."""
+    per = {r.key: r.seconds for r in rows if r.key}
+    speed_up = GPU_GFLOPS / (2 * MM_N**3 / t_mm / 1e9)
+    print()
+    print(f"Per-table estimates (hours; GPU = CPU time / {speed_up:.0f} for movable stages, ASSUMED {GPU_GFLOPS / 1e3:g} TFLOP/s):")
+    print("| config | here (CPU) | largest stage here | one GPU, code as is | one GPU + faiss-gpu / torch-device ports |")
+    print("|---|---|---|---|---|")
+    for table, work in WORKLOADS.items():
+        missing = [k for k, _, _ in work if k not in per]
+        if missing:
+            print(f"| {table} | not estimated: stages {missing} not run | | | |")
+            continue
+        hours = {k: per[k] * n / 3600 for k, n, _ in work}
+        cpu = sum(hours.values())
+        gpu_now = sum(h / speed_up if where == "gpu" else h for (k, _, where), h in zip(work, hours.values()))
+        gpu_port = sum(h / speed_up if where != "cpu" else h for (k, _, where), h in zip(work, hours.values()))
+        top = max(hours, key=hours.get)
+        print(f"| {table} | {cpu:,.1f} | {top} {hours[top]:,.1f} | {gpu_now:,.1f} | {gpu_port:,.1f} |")
+
+
+STAGES = ("sift", "lifting", "localisation", "attacks", "kmeans", "inversion", "refinement", "ldp", "paillier", "album",
+          "album_network")
 
 
 def main() -> None:
@@ -361,6 +473,7 @@ def main() -> None:
         "ldp": lambda: stage_ldp(r),
         "paillier": lambda: stage_paillier(r, args.quick),
         "album": lambda: stage_album(args.album_limit),
+        "album_network": lambda: stage_album_network(r),
     }
     rows: list[Row] = []
     for name in args.only:
@@ -377,6 +490,7 @@ def main() -> None:
     for row in rows:
         roof = f"{row.gflop / row.seconds / peak:.0%}" if row.gflop else ""
         print(f"| {row.stage} | {row.item} | {fmt(row.seconds)} | {ratio(row.seconds / t_mm)} | {roof} | {row.note} |")
+    estimates(rows, t_mm)
 
 
 def ratio(x: float) -> str:
