@@ -441,7 +441,11 @@ def estimates(rows: list[Row], t_mm: float) -> None:
         gpu_now = sum(h / speed_up if where == "gpu" else h for (k, _, where), h in zip(work, hours.values()))
         gpu_port = sum(h / speed_up if where != "cpu" else h for (k, _, where), h in zip(work, hours.values()))
         top = max(hours, key=hours.get)
-        print(f"| {table} | {cpu:,.1f} | {top} {hours[top]:,.1f} | {gpu_now:,.1f} | {gpu_port:,.1f} |")
+        print(f"| {table} | {hrs(cpu)} | {top} {hrs(hours[top])} | {hrs(gpu_now)} | {hrs(gpu_port)} |")
+
+
+def hrs(hours: float) -> str:
+    return f"{hours:,.1f}" if hours >= 1 else f"{hours:.2g}"
 
 
 STAGES = ("sift", "lifting", "localisation", "attacks", "kmeans", "inversion", "refinement", "ldp", "paillier", "album",
