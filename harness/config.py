@@ -4,7 +4,8 @@ A config names the experiment, the matrix seed and lists of dataset, defense and
 entries. Each entry is ``{name: PLUGIN, **params}``; an attack entry may instead be a
 chain ``{chain: [STAGE, STAGE, ...]}`` whose stages are names or entries. A list given
 for a parameter whose type is not a list is a sweep (``m: [2, 4, 8]``); for list-typed
-parameters a list of lists is a sweep. See docs/config.md.
+parameters a list of lists is a sweep; lists inside a nested config sweep the same way
+(``matching: {criterion: [mutual-nn, vocabulary]}``). See docs/config.md.
 """
 
 from __future__ import annotations

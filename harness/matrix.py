@@ -14,7 +14,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
 from vispriv.harness.config import MatrixConfig, format_validation_error
@@ -191,6 +191,44 @@ def _is_list_type(annotation: Any) -> bool:
     return annotation in (list, tuple)
 
 
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model a field holds (``matching: MatchingConfig``, also inside ``X | None``), else None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if typing.get_origin(annotation) in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        models = [m for m in map(_nested_model, typing.get_args(annotation)) if m is not None]
+        return models[0] if len(models) == 1 else None
+    return None
+
+
+def _sweep(params: dict[str, Any], fields: dict[str, Any], owner: str, prefix: str) -> list[dict[str, Any]]:
+    """Every combination of the swept values of ``params`` (a list on a non-list field is a sweep).
+
+    A mapping given for a nested config (``matching: {criterion: [mutual-nn, vocabulary]}``)
+    sweeps its own fields the same way, recursively; so does each mapping in a list of them
+    (``matching: [{criterion: vocabulary}, {ratio: [0.7, 0.9]}]`` gives three values).
+    """
+    axes: list[list[tuple[str, Any]]] = []
+    for key, value in params.items():
+        field_info = fields.get(key)
+        annotation = field_info.annotation if field_info is not None else None
+        model = _nested_model(annotation)
+        sweep = isinstance(value, list) and (
+            not _is_list_type(annotation) or (len(value) > 0 and all(isinstance(v, list) for v in value))
+        )
+        if sweep and len(value) == 0:
+            raise ConfigError(f"{owner}: sweep over {prefix + key!r} is empty")
+        values = value if sweep else [value]
+        if model is not None:
+            nested = [
+                n for v in values
+                for n in (_sweep(v, model.model_fields, owner, f"{prefix}{key}.") if isinstance(v, dict) else [v])
+            ]
+            values = nested
+        axes.append([(key, v) for v in values])
+    return [dict(combo) for combo in itertools.product(*axes)] if axes else [{}]
+
+
 def expand_entry(registry: Registry, kind: str, entry: Any, scenario: str | None = None) -> list[Stage]:
     """All configured stages of one entry (more than one when it sweeps a parameter)."""
     if isinstance(entry, str):
@@ -204,19 +242,10 @@ def expand_entry(registry: Registry, kind: str, entry: Any, scenario: str | None
     if unknown:
         allowed = ", ".join(sorted(fields)) or "none (this plugin takes no parameters)"
         raise ConfigError(f"{kind} {cls.name!r}: unknown key {unknown[0]!r}; allowed: {allowed}")
-    axes: list[list[tuple[str, Any]]] = []
-    for key, value in params.items():
-        annotation = fields[key].annotation
-        sweep = isinstance(value, list) and (
-            not _is_list_type(annotation) or (len(value) > 0 and all(isinstance(v, list) for v in value))
-        )
-        if sweep and len(value) == 0:
-            raise ConfigError(f"{kind} {cls.name!r}: sweep over {key!r} is empty")
-        axes.append([(key, v) for v in value] if sweep else [(key, value)])
     stages = []
-    for combo in itertools.product(*axes) if axes else [()]:
+    for combo in _sweep(params, fields, f"{kind} {cls.name!r}", ""):
         try:
-            config = cls.Config(**dict(combo))
+            config = cls.Config(**combo)
         except ValidationError as exc:
             raise ConfigError(f"{kind} {cls.name!r}: {format_validation_error(exc)}") from None
         stages.append(Stage(cls, config, tuple(sorted(params))))

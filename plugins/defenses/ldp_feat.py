@@ -171,8 +171,9 @@ class LdpFeat(Defense):
                 ctx.artifact("privacy_audit.json").write_text(json.dumps(_audit_record(audit), indent=2))
         if images is not None and cfg.utility:
             matching = self._matching_utility(images, public, k, ctx)
-            if "hpatches_n_matches" in matching and "hpatches_mma_3px" in matching:
-                matching["hpatches_correct_matches_3px"] = matching["hpatches_n_matches"] * matching["hpatches_mma_3px"]
+            for pairs in ("hpatches", "warp"):  # the real benchmark's pairs, or synthetic warps
+                if f"{pairs}_n_matches" in matching and f"{pairs}_mma_3px" in matching:
+                    matching[f"{pairs}_correct_matches_3px"] = matching[f"{pairs}_n_matches"] * matching[f"{pairs}_mma_3px"]
             utility.update(matching)
         truth: dict[str, Payload] = {"descriptors": features}
         if images is not None:

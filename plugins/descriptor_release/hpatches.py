@@ -94,9 +94,16 @@ def read_homography(path: Path) -> np.ndarray:
         values = np.array(path.read_text().split(), dtype=np.float64)
     except ValueError:
         raise InputError(f"{path}: expected a 3x3 homography of 9 numbers; found text that is not a number") from None
-    if values.size != 9 or not np.all(np.isfinite(values)):
+    if values.size != 9:
         raise InputError(f"{path}: expected a 3x3 homography of 9 finite numbers; found {values.size} values")
     h = values.reshape(3, 3)
+    bad = np.argwhere(~np.isfinite(h))
+    if len(bad):
+        r, c = (int(i) + 1 for i in bad[0])
+        raise InputError(
+            f"{path}: {path.name} has a non-finite value ({h[r - 1, c - 1]}) at row {r} col {c}"
+            f"{f' (and {len(bad) - 1} more)' if len(bad) > 1 else ''}; a homography needs 9 finite numbers"
+        )
     if abs(np.linalg.det(h)) < 1e-12:
         raise InputError(f"{path}: the homography is singular (determinant 0)")
     return h
@@ -190,7 +197,8 @@ def hpatches_utility(
 
     Returns ``hpatches_mma_{t}px``, ``hpatches_homography_acc_{e}px``, their ``hpatches_i_*`` /
     ``hpatches_v_*`` splits, ``hpatches_homography_acc`` at ``cfg.corner_threshold`` (the
-    synthetic evaluator's name, so reports compare) and ``hpatches_n_matches``.
+    headline number, as ``warp_homography_acc`` is for the synthetic warps of other
+    datasets) and ``hpatches_n_matches``.
     """
     frame_cfg = sift_cfg.model_copy(update={"image_size": None})
     kinds, mma, errors, n_matches = [], [], [], []

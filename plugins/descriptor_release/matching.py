@@ -4,14 +4,17 @@ A defense is useful when a server can still match the protected features of a qu
 against raw features of a reference image and verify the match geometrically. This
 module measures that on two kinds of image pairs:
 
-* **HPatches-style homography pairs**: each test image is warped by ``homographies_per_image``
-  random homographies (corners displaced by up to ``homography_strength`` x the image side).
-  The original image is the query (protected), the warp the reference (raw). Reported:
-  mean matching accuracy of the putative matches at 1..5 px (``hpatches_mma_{t}px``, the
-  fraction of matches whose query keypoint, mapped by the true homography, lands within t
-  px of the reference keypoint, averaged over pairs), the fraction of pairs whose homography
-  kornia's RANSAC recovers (mean corner error <= ``corner_threshold`` px,
-  ``hpatches_homography_acc``) and the mean number of matches.
+* **Synthetic homography pairs** (HPatches-style, made from the test images): each test
+  image is warped by ``homographies_per_image`` random homographies (corners displaced by
+  up to ``homography_strength`` x the image side). The original image is the query
+  (protected), the warp the reference (raw). Reported under ``warp_*`` (what was measured:
+  synthetic warps of the dataset's own images, not the HPatches benchmark, whose real pairs
+  keep the ``hpatches_*`` names): mean matching accuracy of the putative matches at 1..5 px
+  (``warp_mma_{t}px``, the fraction of matches whose query keypoint, mapped by the true
+  homography, lands within t px of the reference keypoint, averaged over pairs), the
+  fraction of pairs whose homography kornia's RANSAC recovers (mean corner error <=
+  ``corner_threshold`` px, ``warp_homography_acc``) and the mean number of matches
+  (``warp_n_matches``).
 * **The scikit-image motorcycle stereo pair** (rectified, ground-truth disparity): left
   image protected, right raw; ``stereo_mma_{t}px`` over matches with a known disparity, and
   the fraction of putative matches kept by a fundamental-matrix RANSAC
@@ -216,9 +219,9 @@ def _homography_utility(
             mma[t].append(float(np.mean(err <= t)) if len(err) else 0.0)
         est, _ = ransac(src, dst, "homography", cfg.ransac_threshold, cfg.ransac_max_iter, seed + p)
         recovered.append(est is not None and corner_error(est, hom, h, w) <= cfg.corner_threshold)
-    out = {f"hpatches_mma_{t}px": float(np.mean(v)) for t, v in mma.items()}
-    out["hpatches_homography_acc"] = float(np.mean(recovered))
-    out["hpatches_n_matches"] = float(np.mean(n_matches))
+    out = {f"warp_mma_{t}px": float(np.mean(v)) for t, v in mma.items()}
+    out["warp_homography_acc"] = float(np.mean(recovered))
+    out["warp_n_matches"] = float(np.mean(n_matches))
     return out
 
 
@@ -275,8 +278,8 @@ def evaluate_utility(
         cache: caches the SIFT extraction.
 
     Returns:
-        ``hpatches_mma_{t}px``, ``hpatches_homography_acc``, ``hpatches_n_matches`` and, with
-        ``cfg.stereo``, ``stereo_mma_{t}px``, ``stereo_ransac_inliers``, ``stereo_n_matches``.
+        ``warp_mma_{t}px``, ``warp_homography_acc``, ``warp_n_matches`` (synthetic warps; the
+        real HPatches pairs give ``hpatches_*``, see ``hpatches.py``) and, with ``cfg.stereo``, ``stereo_mma_{t}px``, ``stereo_ransac_inliers``, ``stereo_n_matches``.
         All are higher-is-better (:func:`utility_directions`).
     """
     import torch

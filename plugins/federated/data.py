@@ -7,7 +7,8 @@ Sources (all real images, nothing downloaded):
 * ``lfw-faces`` -- scikit-image's bundled ``lfw_subset``: 100 faces and 100 non-faces
   (25x25), a binary task;
 * ``image-folder`` -- one sub-folder per class of the user's own images, read grey and
-  resized to ``size`` x ``size``.
+  resized to ``size`` x ``size`` (e.g. Caltech-101's ``101_ObjectCategories/``; its
+  ``BACKGROUND_Google`` folder is not a class and is left out by default).
 
 Features are the pixels (so a leaked feature vector *is* an image), optionally
 standardised per dimension with the mean and standard deviation of the public
@@ -16,7 +17,10 @@ unit-variance for each dimension"). The inverse, ``x * std + mean``, is public.
 
 Split (section 3.2): a class-stratified test split; of the rest, ``init_fraction`` goes
 to the initialisation set (public, used by the aggregator for w̄_0) and the remainder is
-split into N disjoint user sets of (almost) equal size. ``split="by-class"`` instead
+split into N disjoint user sets of (almost) equal size. Each stratified take gives a class
+at least one sample and never its last one, so every class keeps a training sample: a class
+of two images has one in test and one in training (none in the initialisation set); a class
+of one image is in training only (warned). ``split="by-class"`` instead
 deals whole classes round-robin to users (a skewed, non-IID split: the case of
 appendix A.2.2 where one user's data is all of one class).
 """
@@ -61,8 +65,17 @@ def load_lfw_source() -> LabelledImages:
     return LabelledImages(imgs, labels, ["non-face", "face"])
 
 
-def load_image_folder(root: str | Path, size: int) -> LabelledImages:
-    """One sub-folder per class; images read as grey and resized to ``size`` x ``size``."""
+#: Class folders that are not object classes: Caltech-101's ``BACKGROUND_Google`` (clutter
+#: photos Google returned for "things"; the standard protocol, as in DPHE's Table 1, uses 101
+#: object categories without it).
+NOT_CLASSES = ("BACKGROUND_Google",)
+
+
+def load_image_folder(root: str | Path, size: int, exclude: tuple[str, ...] = NOT_CLASSES) -> LabelledImages:
+    """One sub-folder per class; images read as grey and resized to ``size`` x ``size``.
+
+    Sub-folders named in ``exclude`` are left out (with a warning naming those found).
+    """
     from skimage.color import rgb2gray, rgba2rgb
     from skimage.io import imread
     from skimage.transform import resize
@@ -70,7 +83,11 @@ def load_image_folder(root: str | Path, size: int) -> LabelledImages:
     root = Path(root)
     if not root.is_dir():
         raise InputError(f"image-folder root {str(root)!r} is not a directory; expected one sub-folder per class")
-    classes = sorted(p.name for p in root.iterdir() if p.is_dir())
+    found = sorted(p.name for p in root.iterdir() if p.is_dir())
+    left_out = [name for name in found if name in exclude]
+    if left_out:
+        warnings.warn(f"image-folder {root}: class folder(s) {', '.join(left_out)} left out (exclude_classes)", stacklevel=2)
+    classes = [name for name in found if name not in exclude]
     if len(classes) < 2:
         raise InputError(f"image-folder {str(root)!r} needs at least 2 class sub-folders; found {len(classes)}")
     images, labels, bad = [], [], []
@@ -99,11 +116,17 @@ def load_image_folder(root: str | Path, size: int) -> LabelledImages:
 
 
 def _stratified_take(labels: np.ndarray, fraction: float, rng: np.random.Generator) -> np.ndarray:
-    """A mask taking ``fraction`` of every class (at least one sample per class)."""
+    """A mask taking ``fraction`` of every class: at least one sample, and never the last one.
+
+    A class of n >= 2 samples gives ``min(max(1, round(fraction * n)), n - 1)``, so at least one
+    sample of every class stays behind (for the next split, and in the end for training); a
+    class of one sample gives none. The caps bind only on classes of a few samples.
+    """
     mask = np.zeros(len(labels), bool)
     for c in np.unique(labels):
         idx = rng.permutation(np.flatnonzero(labels == c))
-        mask[idx[: max(1, int(round(fraction * len(idx))))]] = True
+        take = min(max(1, int(round(fraction * len(idx)))), len(idx) - 1)
+        mask[idx[:take]] = True
     return mask
 
 
@@ -131,9 +154,22 @@ def split_users(
     flat = images.reshape(len(images), -1)
 
     test = _stratified_take(labels, test_fraction, rng)
+    names = list(source.class_names) + [str(c) for c in range(len(source.class_names), n_classes)]
+    lone = [names[c] for c in range(n_classes) if np.count_nonzero(labels == c) == 1]
+    if lone:
+        shown = ", ".join(lone[:5]) + (", ..." if len(lone) > 5 else "")
+        warnings.warn(
+            f"{len(lone)} class(es) with a single image ({shown}) are in training only, with no test image",
+            stacklevel=2,
+        )
     rest = np.flatnonzero(~test)
     init_local = _stratified_take(labels[rest], init_fraction, rng)
     init, train = rest[init_local], rest[~init_local]
+    if len(init) == 0:
+        raise InputError(
+            "no image is left for the initialisation set: every class has at most 2 images, one kept for test "
+            "and one for training; use classes with more images (e.g. a higher min_images)"
+        )
     train = rng.permutation(train)
     if split == "iid":
         user = np.arange(len(train)) % n_users

@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from vispriv.harness import CellContext, Dataset, FolderPath, PluginConfig, Scene
 from vispriv.harness.errors import ConfigError
 from vispriv.plugins.federated.data import (
+    NOT_CLASSES,
     LabelledImages,
     load_digits_source,
     load_image_folder,
@@ -22,6 +23,10 @@ class FederatedImagesConfig(PluginConfig):
     source: Literal["digits", "lfw-faces", "image-folder"] = "digits"
     root: FolderPath | None = Field(None, description="image-folder only: one sub-folder per class")
     size: int = Field(16, ge=4, le=128, description="image-folder only: images resized to size x size")
+    exclude_classes: tuple[str, ...] = Field(
+        NOT_CLASSES, description="image-folder only: class folders left out (Caltech-101's BACKGROUND_Google by "
+        "default; add 257.clutter for Caltech-256 where the protocol leaves it out)"
+    )
     n_users: int = Field(5, ge=1, le=1000)
     test_fraction: float = Field(0.25, gt=0, lt=1)
     init_fraction: float = Field(0.1, gt=0, lt=1)
@@ -52,7 +57,7 @@ class FederatedImages(Dataset):
             return load_digits_source()
         if cfg.source == "lfw-faces":
             return load_lfw_source()
-        return load_image_folder(cfg.root, cfg.size)
+        return load_image_folder(cfg.root, cfg.size, cfg.exclude_classes)
 
     def load(self, ctx: CellContext) -> Scene:
         cfg: FederatedImagesConfig = self.config

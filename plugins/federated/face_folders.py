@@ -3,9 +3,12 @@
 Layouts:
 
 * ``lfw`` -- ``<root>/<Person_Name>/<Person_Name>_0001.jpg`` (the ``lfw/`` or ``lfw-deepfunneled/``
-  folder of the LFW release): the label is the person.
-* ``celeba`` -- a flat folder ``<root>/img_align_celeba/000001.jpg`` with
-  ``<root>/identity_CelebA.txt`` (lines ``000001.jpg 2880``): the label is the identity.
+  folder of the LFW release): the label is the person. Photos in subfolders of a person's
+  folder count for that person. A root one level too high (``<root>/lfw/<Person_Name>/``)
+  is a config error that names the folder probably meant.
+* ``celeba`` -- a flat folder ``<root>/img_align_celeba/000001.jpg`` (subfolders are read
+  too) with ``<root>/identity_CelebA.txt`` (lines ``000001.jpg 2880``): the label is the
+  identity. A root above the one holding both says which subfolder does.
 
 A class is an identity with at least ``min_images`` readable photos (sklearn's
 ``fetch_lfw_people(min_faces_per_person=...)`` convention); classes are numbered in sorted
@@ -14,6 +17,10 @@ name order. Photos are read grey, centre-cropped to ``crop_fraction`` of their s
 are the pixels, as for every source of the scenario (dphe.md section 3.2; a leaked feature
 vector is an image). Users are formed by ``split``: ``by-class`` deals whole identities
 round-robin (users by identity: each user holds only their own people), ``iid`` at random.
+The test split takes ``test_fraction`` of every identity but never its last photo
+(:func:`~vispriv.plugins.federated.data.split_users`): an identity of two photos has one in
+test and one in training; with ``min_images: 1`` an identity of one photo is in training
+only (a warning names them).
 
 Documented skips, counted in ``face_skips.json`` and a warning (never silent): empty person
 folders (``empty_person_folder``), files that cannot be decoded (``unreadable_image``),
@@ -53,11 +60,30 @@ def grey_face(path: Path, size: int, crop_fraction: float) -> np.ndarray:
     return resize(grey[top : top + side, left : left + side], (size, size), anti_aliasing=side > size).astype(np.float64)
 
 
+def _photos(folder: Path, recursive: bool) -> list[Path]:
+    found = folder.rglob("*") if recursive else folder.iterdir()
+    return sorted(p for p in found if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+
+
 def lfw_files(root: Path, skipped: dict[str, int]) -> dict[str, list[Path]]:
-    """Person name -> photo files (empty person folders counted in ``skipped``)."""
+    """Person name -> photo files at any depth under the person folder (empty person folders counted in ``skipped``).
+
+    A root one level too high (``<root>/lfw/<Person_Name>/*.jpg``: no photo directly in any
+    first-level folder, and one of them holds several folders of photos) is a
+    :class:`ConfigError` naming the folder that was probably meant.
+    """
+    folders = sorted(p for p in root.iterdir() if p.is_dir())
+    if folders and not any(_photos(f, recursive=False) for f in folders):
+        deeper = {f: sum(1 for sub in f.iterdir() if sub.is_dir() and _photos(sub, recursive=True)) for f in folders}
+        best = max(deeper, key=lambda f: deeper[f])
+        if deeper[best] >= 2:
+            raise ConfigError(
+                f"face-folders root {str(root)!r}: found no images directly under identity folders; "
+                f"did you mean {str(best)!r}? (lfw layout: <root>/<Person_Name>/*.jpg)"
+            )
     people: dict[str, list[Path]] = {}
-    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-        files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    for folder in folders:
+        files = _photos(folder, recursive=True)
         if not files:
             skipped["empty_person_folder"] += 1
             continue
@@ -69,7 +95,9 @@ def celeba_files(root: Path, skipped: dict[str, int]) -> dict[str, list[Path]]:
     """Identity -> photo files, from ``identity_CelebA.txt`` and the flat image folder."""
     images, table = root / CELEBA_IMAGES, root / CELEBA_IDENTITIES
     if not images.is_dir() or not table.is_file():
-        raise InputError(f"celeba root {str(root)!r} needs {CELEBA_IMAGES}/ and {CELEBA_IDENTITIES}")
+        meant = [p for p in sorted(root.iterdir()) if p.is_dir() and (p / CELEBA_IMAGES).is_dir() and (p / CELEBA_IDENTITIES).is_file()]
+        hint = f"; did you mean {str(meant[0])!r}?" if meant else ""
+        raise InputError(f"celeba root {str(root)!r} needs {CELEBA_IMAGES}/ and {CELEBA_IDENTITIES}{hint}")
     identity: dict[str, str] = {}
     for number, line in enumerate(table.read_text().splitlines(), 1):
         parts = line.split()
@@ -79,7 +107,7 @@ def celeba_files(root: Path, skipped: dict[str, int]) -> dict[str, list[Path]]:
             continue
         identity[parts[0]] = parts[1]
     people: dict[str, list[Path]] = {}
-    for path in sorted(p for p in images.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES):
+    for path in _photos(images, recursive=True):
         if path.name not in identity:
             skipped["no_identity"] += 1
             continue

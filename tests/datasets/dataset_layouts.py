@@ -140,3 +140,14 @@ def write_scene_tree(root: Path, scenes: int = 10, per_scene: int = 2, side: int
         for i in range(per_scene):
             save(base[10 * i : 10 * i + side, 7 * s : 7 * s + side], root / f"{s:04d}" / "dense0" / "imgs" / f"{i}.jpg")
     return root
+
+
+def write_caltech101(root: Path, classes: int = 3, per_class: int = 4, side: int = 40) -> Path:
+    """``<root>/<category>/image_0001.jpg`` as ``101_ObjectCategories/`` ships it, with its
+    ``BACKGROUND_Google/`` folder (clutter photos, not an object class)."""
+    names = [*["accordion", "airplanes", "anchor", "ant", "barrel"][:classes], "BACKGROUND_Google"]
+    for c, name in enumerate(names):
+        base = photo(PHOTOS[c % len(PHOTOS)], 200, 200)
+        for i in range(per_class):
+            save(base[12 * i : 12 * i + side, 9 * i : 9 * i + side], root / name / f"image_{i + 1:04d}.jpg")
+    return root

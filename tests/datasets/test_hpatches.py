@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from dataset_layouts import write_hpatches
 
-from vispriv.harness import Cache, CellContext
+from vispriv.harness import Cache, CellContext, Images
 from vispriv.harness.errors import InputError
 from vispriv.plugins.descriptor_release.hpatches import HPatches, HPatchesImages, to_original
 from vispriv.plugins.descriptor_release.matching import MatchingConfig, evaluate_utility
@@ -41,6 +41,16 @@ def test_real_pairs_with_their_homographies_give_the_standard_metrics(root, ctx)
     assert out["hpatches_mma_1px"] == pytest.approx((out["hpatches_i_mma_1px"] + out["hpatches_v_mma_1px"]) / 2)
     assert np.all(np.diff([out[f"hpatches_mma_{t}px"] for t in range(1, 11)]) >= 0)
     assert "stereo_n_matches" not in out and "hpatches_mma_1px" in out
+    assert not [k for k in out if k.startswith("warp")]  # the benchmark's pairs, not synthetic warps
+
+
+def test_synthetic_warps_of_other_images_are_not_logged_as_hpatches(root, ctx):
+    """The same evaluator on plain images (random warps of the images themselves) says so: warp_*, never hpatches_*."""
+    scene = HPatches(HPatches.Config(root=str(root), size=64)).load(ctx)
+    plain = Images(scene.private.images, scene.private.ids)  # the same photos, but not the benchmark's pairs
+    out = evaluate_utility(plain, SiftConfig(), lambda r: r, MatchingConfig(stereo=False, homographies_per_image=1), 0)
+    assert {"warp_mma_3px", "warp_homography_acc", "warp_n_matches"} <= set(out)
+    assert not [k for k in out if k.startswith("hpatches")]
 
 
 def test_wrong_ground_truth_is_caught(root, ctx, tmp_path):
@@ -84,6 +94,20 @@ def test_malformed_h_file_is_one_line(root, tmp_path):
     (bad / "i_astronaut" / "H_1_2").write_text("1 0 0\n0 1 0\n")
     with pytest.raises(InputError, match=r"H_1_2: expected a 3x3 homography of 9 finite numbers; found 6 values$"):
         HPatches(HPatches.Config(root=str(bad))).load(CellContext(cache=Cache(None)))
+
+
+def test_a_non_finite_h_value_is_named_with_its_row_and_column(root, tmp_path):
+    import shutil
+
+    bad = tmp_path / "hp"
+    shutil.copytree(root, bad)
+    (bad / "v_coffee" / "H_1_3").write_text("1 0 0\n0 1 nan\n0 0 inf\n")
+    with pytest.raises(InputError) as err:
+        HPatches(HPatches.Config(root=str(bad))).load(CellContext(cache=Cache(None)))
+    assert str(err.value) == (
+        f"{bad / 'v_coffee' / 'H_1_3'}: H_1_3 has a non-finite value (nan) at row 2 col 3 (and 1 more); "
+        "a homography needs 9 finite numbers"
+    )
 
 
 def test_high_resolution_sequences_are_excluded_by_default(root, tmp_path):

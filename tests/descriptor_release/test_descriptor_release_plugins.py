@@ -55,7 +55,7 @@ def test_none_releases_raw_features_with_utility(scene, ctx):
     cfg = RawFeaturesRelease.Config(matching=MatchingConfig(homographies_per_image=1, stereo_width=128))
     out = RawFeaturesRelease(cfg).protect(scene.private, scene.public, ctx)
     assert isinstance(out.release, RawFeatures) and out.truth["descriptors"] is out.release
-    assert out.utility["hpatches_mma_3px"] > 0.7 and out.utility["stereo_mma_3px"] > 0.5
+    assert out.utility["warp_mma_3px"] > 0.7 and out.utility["stereo_mma_3px"] > 0.5
     assert all(out.utility_directions.values())
 
 
@@ -66,10 +66,10 @@ def test_warped_test_pairs_are_common_to_every_cell(scene, ctx):
 
     cfg = MatchingConfig(homographies_per_image=1, stereo=False)
     runs = [evaluate_utility(scene.private, SiftConfig(), lambda r: r, cfg, seed, cache=ctx.cache) for seed in (1, 2)]
-    assert runs[0]["hpatches_n_matches"] == runs[1]["hpatches_n_matches"]
-    assert runs[0]["hpatches_mma_3px"] == runs[1]["hpatches_mma_3px"]
+    assert runs[0]["warp_n_matches"] == runs[1]["warp_n_matches"]
+    assert runs[0]["warp_mma_3px"] == runs[1]["warp_mma_3px"]
     other = evaluate_utility(scene.private, SiftConfig(), lambda r: r, cfg.model_copy(update={"warp_seed": 7}), 1, cache=ctx.cache)
-    assert other["hpatches_n_matches"] != runs[0]["hpatches_n_matches"]
+    assert other["warp_n_matches"] != runs[0]["warp_n_matches"]
 
 
 def test_affine_lifting_release_hides_descriptors(lifted):
@@ -89,7 +89,7 @@ def test_affine_lifting_release_hides_descriptors(lifted):
         x = point - rel.offsets
         resid = x - np.einsum("kmd,km->kd", rel.bases, np.einsum("kmd,kd->km", rel.bases, x))
         assert np.abs(resid).max() < 1e-4
-    assert "hpatches_homography_acc" in lifted.utility
+    assert "warp_homography_acc" in lifted.utility
 
 
 def test_lifted_matching_under_the_identity_warp_is_exact(scene, ctx):
@@ -101,9 +101,9 @@ def test_lifted_matching_under_the_identity_warp_is_exact(scene, ctx):
     identity = MatchingConfig(homographies_per_image=1, homography_strength=0.0, stereo=False)
     cfg = AffineLifting.Config(mode="sub-hybrid", m=2, database_size=256, database_augment=1, matching=identity)
     out = AffineLifting(cfg).protect(scene.private, scene.public, ctx)
-    assert {out.utility[f"hpatches_mma_{t}px"] for t in identity.thresholds} == {1.0}
+    assert {out.utility[f"warp_mma_{t}px"] for t in identity.thresholds} == {1.0}
     n_keypoints = extract_features(scene.private, SiftConfig(), ctx.cache).n_keypoints / len(scene.private.ids)
-    assert out.utility["hpatches_n_matches"] >= 0.9 * n_keypoints
+    assert out.utility["warp_n_matches"] >= 0.9 * n_keypoints
 
 
 def _assumptions_by_brute_force(truth: LiftingTruth, trace: RecoveryTrace, ratio: float = 0.8,

@@ -86,8 +86,8 @@ def test_matching_utility_with_all_candidates(scene, tmp_path):
     matching = {"homographies_per_image": 1, "stereo": False}
     good = _defense(epsilon=math.inf, m=1, utility=True, matching=matching).protect(private, public, _ctx(tmp_path))
     bad = _defense(epsilon=0.0, m=1, utility=True, matching=matching).protect(private, public, _ctx(tmp_path))
-    assert "hpatches_homography_acc" in good.utility and "hpatches_correct_matches_3px" in good.utility
-    assert good.utility["hpatches_correct_matches_3px"] >= bad.utility["hpatches_correct_matches_3px"]
+    assert "warp_homography_acc" in good.utility and "warp_correct_matches_3px" in good.utility
+    assert good.utility["warp_correct_matches_3px"] >= bad.utility["warp_correct_matches_3px"]
 
 
 def test_vocabulary_matching_pairs_keypoints_that_share_a_word():
@@ -148,9 +148,9 @@ def test_vocabulary_matching_mma_equals_brute_force(scene, tmp_path):
             all_errors += errors
             for t in cfg.thresholds:
                 fractions[t].append(sum(e <= t for e in errors) / len(errors) if errors else 0.0)
-    assert out.utility["hpatches_n_matches"] == pytest.approx(np.mean(n_pairs)) and min(n_pairs) > 0
+    assert out.utility["warp_n_matches"] == pytest.approx(np.mean(n_pairs)) and min(n_pairs) > 0
     for t in cfg.thresholds:
-        assert out.utility[f"hpatches_mma_{t}px"] == pytest.approx(np.mean(fractions[t]), abs=1e-12), t
+        assert out.utility[f"warp_mma_{t}px"] == pytest.approx(np.mean(fractions[t]), abs=1e-12), t
     # a case with both right and wrong word matches, so the fractions are not trivially 0 or 1
     assert min(all_errors) <= 1.0 and max(all_errors) > 5.0
 
