@@ -412,6 +412,17 @@ WORKLOADS: dict[str, list[tuple[str, float, str]]] = {
         ("train", 16 * 20_000, "gpu"),
         ("infer", 2000 * 16, "gpu"),
     ],
+    # Localisation (Tables 2, 3; their configs belong to the localisation scenario): Aachen's 824
+    # day queries at 1024 px, 23 + 7 rows, each query matched to 20 retrieved reference images and
+    # LO-RANSAC run to a 100k-trial budget (low inlier ratios at small epsilon do not stop early);
+    # the dictionaries |K| = 128k ... 1024k by k-means of 10M reference descriptors.
+    "LDP-Feat Tables 2-3, Aachen (localisation; assumptions above)": [
+        ("sift1024", 824, "port"),
+        ("kmeans", 10e6 * (131_072 + 262_144 + 524_288 + 1_048_576) * 20 / 1e9, "port"),
+        ("quant", 824 * 8 * 30 / 22, "cpu"),  # ~8,000 keypoints per query, HNSW
+        ("loc_match", 824 * 30, "port"),
+        ("loc_ransac_10k", 824 * 30 * 10, "cpu"),
+    ],
     "DPHE Table 1, Caltech101 (paper/dphe_table1_caltech)": [
         ("offline1024", (5 * 20 * DPHE_M + 5 * 2026 * 101) / 2, "cpu"),  # DPHE + PRR10 (dense); pool on 2 cores
         ("online1024", 5 * 20 * DPHE_M + 5 * 2026 * 101, "cpu"),
