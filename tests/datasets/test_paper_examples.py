@@ -39,11 +39,32 @@ def write_class_folders(root: Path, classes: int = 3, per_class: int = 16, side:
     return root
 
 
+def write_three_roles(root: Path) -> dict[str, Path]:
+    """LDP-Feat's three data roles: training scenes (MegaDepth-style tree), database photos, test photos."""
+    rng = np.random.default_rng(1)
+    folders = {"root": write_scene_tree(root / "MegaDepth_v1"), "database_root": root / "places", "test_root": root / "holiday"}
+    for key, names in (("database_root", PHOTOS[:3]), ("test_root", PHOTOS[3:5])):
+        for name in names:
+            base = photo(name, 200, 200)
+            for i in range(2):
+                top, left = rng.integers(0, 150, size=2)
+                save(base[top : top + 48, left : left + 48], folders[key] / f"{name}_{i}.jpg")
+    return folders
+
+
+def _roots(write):
+    """The dataset-root overrides of a fixture writer (one ``root``, or the dict of roles it returns)."""
+    def roots(folder: Path) -> list[str]:
+        written = write(folder)
+        return [f"datasets.0.{k}={v}" for k, v in (written if isinstance(written, dict) else {"root": written}).items()]
+    return roots
+
+
 def _net(prefix: str) -> list[str]:
     return [f"{prefix}.{k}={v}" for k, v in TINY_NET.items()]
 
 
-SCENE = ["datasets.0.size=48", "datasets.0.test_fraction=0.3", "datasets.0.limit=6", "datasets.0.sift.max_keypoints=64"]
+SCENE = ["datasets.0.size=48", "datasets.0.limit=6", "datasets.0.sift.max_keypoints=64"]
 ALBUM = ["datasets.0.n_places=6", "datasets.0.collection=[single, R-2, albums]", "datasets.0.n_albums=4",
          "datasets.0.features=handcrafted", "datasets.0.test_fraction=0.5"]
 CALTECH = ["datasets.0.size=8", "datasets.0.n_users=3"]
@@ -51,7 +72,7 @@ CALTECH = ["datasets.0.size=8", "datasets.0.n_users=3"]
 #: config -> (fixture writer, overrides that shrink sizes only, cells expected)
 CASES = {
     "ldp_feat_table1_inversion": (
-        write_scene_tree,
+        write_three_roles,
         [*SCENE, "defenses.1.m=[2]", "defenses.1.database_size=64",
          "attacks.3.chain.0.database_size=64", "attacks.4.chain.0.database_size=64",
          *_net("attacks.1"), *_net("attacks.2.chain.1"), *_net("attacks.3.chain.1"), *_net("attacks.4.chain.1"),
@@ -59,7 +80,7 @@ CASES = {
         7,
     ),
     "ldp_feat_table4_ldp_inversion": (
-        write_scene_tree,
+        write_three_roles,
         [*SCENE, "defenses.0.dictionary_size=64", "defenses.0.epsilon=[10.0]", "defenses.0.m=[2]",
          "defenses.0.quantiser=exact", "defenses.1.dictionary_size=128", "defenses.1.epsilon=[16.0]",
          "defenses.1.quantiser=exact", "attacks.1.defense.quantiser=exact", *_net("attacks.1")],
@@ -102,9 +123,9 @@ def tracker(tmp_path_factory):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_paper_config_runs_at_fixture_scale(name, registry, tracker, tmp_path, monkeypatch):
     write, overrides, cells = CASES[name]
-    root = write(tmp_path / "data")
+    roots = _roots(write)(tmp_path / "data")
     monkeypatch.chdir(tmp_path)
-    config = load_config(PAPER / f"{name}.yaml", [f"datasets.0.root={root}", *overrides])
+    config = load_config(PAPER / f"{name}.yaml", [*roots, *overrides])
     matrix = build_matrix(config, registry)
     assert len(matrix.cells) == cells, [c.label for c in matrix.cells]
     result = run_matrix(config, matrix, tracker, quiet=True, cache_dir=str(tmp_path / "cache"))
