@@ -2,6 +2,8 @@
 
 The YAML files live in the repository's ``examples/`` folder, installed as the data
 package ``vispriv.examples``, so a wheel user gets the configs the README and docs cite.
+Sub-folders are sub-packages (``examples/paper/``: one config per table of the papers,
+``vispriv.examples.paper``); their configs are named ``<folder>/<name>``.
 """
 
 from __future__ import annotations
@@ -15,19 +17,35 @@ from vispriv.harness.errors import ConfigError
 PACKAGE = "vispriv.examples"
 
 
+def _yaml_files(folder: Traversable, prefix: str = "") -> dict[str, Traversable]:
+    """The ``.yaml`` files of ``folder`` and of its sub-folders, by ``prefix`` + name without ``.yaml``."""
+    found: dict[str, Traversable] = {}
+    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
+        if entry.name.endswith(".yaml"):
+            found[prefix + entry.name.removesuffix(".yaml")] = entry
+        elif entry.is_dir() and not entry.name.startswith(("_", ".")):
+            found.update(_yaml_files(entry, f"{prefix}{entry.name}/"))
+    return found
+
+
 def example_configs() -> dict[str, Traversable]:
-    """Every shipped example config, by name (the file name without ``.yaml``)."""
-    return {p.name.removesuffix(".yaml"): p for p in sorted(files(PACKAGE).iterdir(), key=lambda p: p.name)
-            if p.name.endswith(".yaml")}
+    """Every shipped example config, by name: the file name without ``.yaml``, ``paper/<name>`` for a sub-folder's."""
+    return _yaml_files(files(PACKAGE))
+
+
+def example_key(name: str) -> str:
+    """The name under which ``name`` is shipped (``image_release``, ``image-release`` and
+    ``image_release.yaml`` all work; ``paper/dphe-table1-caltech`` for one in a sub-folder)."""
+    configs = example_configs()
+    key = name.removesuffix(".yaml").replace("-", "_").removeprefix("examples/")
+    if key not in configs:
+        raise ConfigError(f"unknown example {name!r}; shipped examples: {', '.join(configs)}")
+    return key
 
 
 def find_example(name: str) -> Traversable:
-    """The config called ``name`` (``image_release``, ``image-release`` and ``image_release.yaml`` all work)."""
-    configs = example_configs()
-    key = name.removesuffix(".yaml").replace("-", "_")
-    if key not in configs:
-        raise ConfigError(f"unknown example {name!r}; shipped examples: {', '.join(configs)}")
-    return configs[key]
+    """The config called ``name`` (see :func:`example_key`)."""
+    return example_configs()[example_key(name)]
 
 
 def summary(config: Traversable) -> str:
@@ -43,12 +61,14 @@ def write_examples(names: list[str], out_dir: Path, overwrite: bool = False) -> 
 
     An existing file is never replaced unless ``overwrite``: the user may have edited it.
     """
-    chosen = [find_example(n) for n in names] if names else list(example_configs().values())
-    targets = [out_dir / c.name for c in chosen]
+    configs = example_configs()
+    chosen_names = [example_key(n) for n in names] if names else list(configs)
+    chosen = [configs[n] for n in chosen_names]
+    targets = [out_dir / f"{n}.yaml" for n in chosen_names]
     clash = [str(t) for t in targets if t.exists()]
     if clash and not overwrite:
         raise ConfigError(f"{', '.join(clash)} already exist(s); pass --force to replace, or choose another --out")
-    out_dir.mkdir(parents=True, exist_ok=True)
     for config, target in zip(chosen, targets):
+        target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(config.read_text())
     return targets
