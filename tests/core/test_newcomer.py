@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from vispriv.harness.cli import cli
-from vispriv.harness.report import CellRow, Pivot, config_labels, heatmap_figure, heatmap_size, pivot
+from vispriv.harness.report import CellRow, Pivot, config_labels, heatmap_figure, pivot
 from vispriv.harness.report import to_markdown as table_markdown
 from vispriv.harness.report_frontier import frontiers
 from vispriv.harness.report_frontier import to_markdown as frontier_markdown
@@ -188,6 +188,8 @@ def test_one_label_format_across_tables_frontier_and_heatmap():
 
 
 def test_heatmap_width_follows_the_column_count():
+    from vispriv.harness.report import heatmap_size
+
     def pivot_of(n: int) -> Pivot:
         cols = [f"d{i}" for i in range(n)]
         return Pivot("images/ssim", "s", ["a"], cols, {("a", c): 0.1 * i for i, c in enumerate(cols)})
