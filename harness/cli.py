@@ -84,10 +84,11 @@ def plugins(name: str | None, kind: str | None, as_json: bool, strict: bool) -> 
     elif name is not None:
         click.echo("\n\n".join(_plugin_page(r) for r in rows))
     else:
+        # FROM: the distribution that registered the plugin (`vispriv` for the built-ins).
         click.echo(_text_table(["KIND", "NAME", "SCENARIO", "VERSION", "FROM", "DESCRIPTION"],
-                               [[r["kind"], r["name"], r["scenario"], r["version"], r["source"], r["description"]]
-                                for r in rows],
-                               last_width=60))
+                               [[r["kind"], r["name"], r["scenario"], r["version"], _distribution(r["source"]),
+                                 r["description"]] for r in rows],
+                               total_width=120))
         click.echo("\n`vispriv plugins NAME` shows a plugin's parameters.")
 
 
@@ -115,9 +116,19 @@ def _schema_rows(schema: list, prefix: str = "") -> list[list[str]]:  # type: ig
     return rows
 
 
-def _text_table(header: list[str], rows: list[list[str]], last_width: int | None = None) -> str:
-    """A plain aligned table; the last column is not padded, and cut at ``last_width`` with '…'."""
+def _distribution(source: str) -> str:
+    """``vispriv`` of a registry source ``image-release (vispriv)`` (the entry point's distribution)."""
+    return source[source.rfind("(") + 1 : -1] if source.endswith(")") and "(" in source else source
+
+
+def _text_table(header: list[str], rows: list[list[str]], last_width: int | None = None,
+                total_width: int | None = None) -> str:
+    """A plain aligned table; the last column is not padded, and cut at ``last_width`` with '…'
+    (or where a row would pass ``total_width`` characters, but never below 30)."""
     cells = [[str(c) for c in row] for row in rows]
+    if total_width is not None:
+        lead = sum(max([len(h)] + [len(r[i]) for r in cells]) + 2 for i, h in enumerate(header[:-1]))
+        last_width = max(30, total_width - lead)
     if last_width is not None:
         for row in cells:
             if len(row[-1]) > last_width:

@@ -138,7 +138,8 @@ def _run_with_parent(
                 held.discard(cell.hash)
             (result.finished if outcome.status == "FINISHED" else result.failed).append((cell, outcome))
             if bar is not None:
-                bar.set_postfix_str(cell.label[:60] if outcome.status == "FINISHED" else f"FAILED {cell.label[:60]}")
+                label = f"{cell.defense_label} | {cell.attack_label}"
+                bar.set_postfix_str(label[:60] if outcome.status == "FINISHED" else f"FAILED {label[:60]}")
                 bar.update(1)
     except KeyboardInterrupt:
         tracker.end(parent, "KILLED")

@@ -305,7 +305,7 @@ def test_plugins_of_one_kind_show_where_each_comes_from(monkeypatch):
     assert out.exit_code == 0, out.output
     header, *rows = out.output.splitlines()
     assert header.split()[:5] == ["KIND", "NAME", "SCENARIO", "VERSION", "FROM"]
-    assert any(re.match(r"defense\s+pixelate\s+image-release\s+1\.0\s+image-release \(vispriv\)", r) for r in rows)
+    assert any(re.match(r"defense\s+pixelate\s+image-release\s+1\.0\s+vispriv\s+Publishes", r) for r in rows)
 
 
 def test_runs_log_the_package_version_and_the_checkout_commit(tracker):
