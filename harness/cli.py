@@ -293,10 +293,8 @@ def ui(tracking_uri: str | None, start: bool, port: int) -> None:
         return
     db = sqlite_path(uri)
     if db is not None and not db.exists():  # mlflow ui would open (and create) an empty store
-        where = f"no store at {db.resolve()}: run `vispriv matrix CONFIG` (or `vispriv demo`) here first, or pass --tracking-uri"
-        if start:
-            raise VisprivError(where)
-        click.echo(f"warning: {where}", err=True)
+        click.echo(f"warning: no store at {db.resolve()} yet (the UI would show an empty one): run "
+                   "`vispriv matrix CONFIG` (or `vispriv demo`) here first, or pass --tracking-uri", err=True)
     if not start:
         click.echo(_ui_command(uri, port))
         return

@@ -294,9 +294,10 @@ def test_writing_a_plugin_install_line_expands_the_home_folder():
 def test_ui_says_when_the_store_does_not_exist(tmp_path):
     missing = tmp_path / "nothing.db"
     out = CliRunner().invoke(cli, ["ui", "--tracking-uri", f"sqlite:///{missing}"])
-    assert out.exit_code == 0 and f"no store at {missing}" in out.output
-    started = CliRunner().invoke(cli, ["ui", "--tracking-uri", f"sqlite:///{missing}", "--start"])
-    assert started.exit_code != 0 and not missing.exists()
+    assert out.exit_code == 0 and f"warning: no store at {missing} yet" in out.output
+    assert not missing.exists()
+    (tmp_path / "there.db").write_bytes(b"")
+    assert "no store" not in CliRunner().invoke(cli, ["ui", "--tracking-uri", f"sqlite:///{tmp_path / 'there.db'}"]).output
 
 
 def test_plugins_of_one_kind_show_where_each_comes_from(monkeypatch):
