@@ -70,11 +70,6 @@ class Pivot:
         return green_when_high(self.metric, self.higher_is_better)
 
     @property
-    def cmap(self) -> str:
-        """The matplotlib colour map: red to green from low to high, or reversed."""
-        return "RdYlGn" if self.green_high else "RdYlGn_r"
-
-    @property
     def sense(self) -> str:
         return sense_text(self.metric, self.higher_is_better)
 
@@ -372,7 +367,7 @@ def heatmap_png(p: Pivot, path: Path) -> Path:
 
 
 def heatmap_figure(p: Pivot) -> Any:
-    """A heatmap of the pivot, coloured from the defender's point of view (:attr:`Pivot.cmap`).
+    """A heatmap of the pivot, coloured from the defender's point of view (:meth:`Pivot.colour_position`).
 
     The figure is sized from its labels (ticks are the compact :attr:`Pivot.short` labels):
     the axes are at least 1.4 inches high, so a one-row pivot keeps a readable colour bar,

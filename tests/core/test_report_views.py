@@ -60,8 +60,11 @@ def test_perfect_attack_on_none_is_the_red_end():
     p = _pivot("images/ssim", SSIM.higher_is_better["ssim"], {"none": 1.0, "pixelate(block=4)": 0.636, "pixelate(block=8)": 0.364})
     assert p.colour_position(1.0) == 0.0 and hue(p, 1.0) == 0  # hue 0 = red
     assert p.colour_position(0.364) == 1.0 and hue(p, 0.364) == 120
-    cmap = matplotlib.colormaps[p.cmap]
-    assert _is_red(cmap(1.0)) and _is_green(cmap(0.0))  # imshow maps the largest value to cmap(1.0)
+    fig = heatmap_figure(p)
+    image = fig.axes[0].images[0]
+    colours = image.cmap(image.norm(image.get_array()))[0]  # the drawn RGBA of each column
+    matplotlib.pyplot.close(fig)
+    assert _is_red(colours[0]) and _is_green(colours[2])
     assert p.sense == "privacy: higher = attack succeeds (red)"
 
 
