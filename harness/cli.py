@@ -148,7 +148,8 @@ def _text_table(header: list[str], rows: list[list[str]], last_width: int | None
 @click.option("--ray-address", default=None, help="Join an existing Ray cluster (with --executor ray).")
 @click.option("--tracking-uri", default=None, help="MLflow tracking URI [default: sqlite:///mlflow.db].")
 @click.option("--cache-dir", default=None, help="Cache of expensive stages [default: the config's cache_dir].")
-@click.option("--quiet", is_flag=True, help="No progress bars.")
+@click.option("--quiet", is_flag=True,
+              help="No progress output (default: bars on a terminal, one line per cell when stderr is a file or pipe).")
 @click.option("--strict", is_flag=True, help="A plugin that fails to load is fatal.")
 def matrix(
     config: Path,
