@@ -327,3 +327,18 @@ def test_readme_installs_what_exists_today():
     commands = [line.split("#")[0].strip() for line in install.splitlines()]
     assert "pip install vispriv" not in commands
     assert "pip install ." in commands and "python -m build" in install
+
+
+def test_federated_image_folder_names_an_empty_file_too(tmp_path):
+    from vispriv.harness.context import CellContext
+    from vispriv.plugins.federated.datasets import FederatedImages
+
+    for cls in ("cat", "dog"):
+        _photos(tmp_path / "imgs" / cls, names=("astronaut", "coffee", "chelsea", "camera"), side=12)
+    (tmp_path / "imgs" / "dog" / "empty.png").write_bytes(b"")
+    plugin = FederatedImages(FederatedImages.Config(source="image-folder", root=str(tmp_path / "imgs"), size=8, n_users=2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plugin.load(CellContext(seed=0))
+    (message,) = [str(w.message) for w in caught if "unreadable" in str(w.message)]
+    assert message.startswith("skipped 1 unreadable") and "dog/empty.png (empty file)" in message
