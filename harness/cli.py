@@ -11,6 +11,7 @@ import os
 import shlex
 import shutil
 import sys
+import warnings
 from pathlib import Path
 
 import click
@@ -39,6 +40,19 @@ def _registry(strict: bool):  # type: ignore[no-untyped-def]
 @click.version_option(package_name="vispriv")
 def cli() -> None:
     """vispriv: an adversarial evaluation harness for visual privacy."""
+    warnings.showwarning = _one_line_warning
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:  # type: ignore[no-untyped-def]
+    """A Python warning as one ``warning:`` line like the CLI's own (no source line).
+
+    A plugin's ``UserWarning`` (a skipped unreadable photo) is its message alone; any other
+    category says what and where, still on one line.
+    """
+    text = " ".join(str(message).split())
+    if category is not UserWarning:
+        text = f"{text} ({category.__name__}, {Path(filename).name}:{lineno})"
+    click.echo(f"warning: {text}", err=True)
 
 
 @cli.command()
@@ -70,9 +84,11 @@ def plugins(name: str | None, kind: str | None, as_json: bool, strict: bool) -> 
     elif name is not None:
         click.echo("\n\n".join(_plugin_page(r) for r in rows))
     else:
-        click.echo(_text_table(["KIND", "NAME", "SCENARIO", "VERSION", "DESCRIPTION"],
-                               [[r["kind"], r["name"], r["scenario"], r["version"], r["description"]] for r in rows],
-                               last_width=60))
+        # FROM: the distribution that registered the plugin (`vispriv` for the built-ins).
+        click.echo(_text_table(["KIND", "NAME", "SCENARIO", "VERSION", "FROM", "DESCRIPTION"],
+                               [[r["kind"], r["name"], r["scenario"], r["version"], _distribution(r["source"]),
+                                 r["description"]] for r in rows],
+                               total_width=120))
         click.echo("\n`vispriv plugins NAME` shows a plugin's parameters.")
 
 
@@ -100,9 +116,19 @@ def _schema_rows(schema: list, prefix: str = "") -> list[list[str]]:  # type: ig
     return rows
 
 
-def _text_table(header: list[str], rows: list[list[str]], last_width: int | None = None) -> str:
-    """A plain aligned table; the last column is not padded, and cut at ``last_width`` with '…'."""
+def _distribution(source: str) -> str:
+    """``vispriv`` of a registry source ``image-release (vispriv)`` (the entry point's distribution)."""
+    return source[source.rfind("(") + 1 : -1] if source.endswith(")") and "(" in source else source
+
+
+def _text_table(header: list[str], rows: list[list[str]], last_width: int | None = None,
+                total_width: int | None = None) -> str:
+    """A plain aligned table; the last column is not padded, and cut at ``last_width`` with '…'
+    (or where a row would pass ``total_width`` characters, but never below 30)."""
     cells = [[str(c) for c in row] for row in rows]
+    if total_width is not None:
+        lead = sum(max([len(h)] + [len(r[i]) for r in cells]) + 2 for i, h in enumerate(header[:-1]))
+        last_width = max(30, total_width - lead)
     if last_width is not None:
         for row in cells:
             if len(row[-1]) > last_width:
@@ -122,7 +148,8 @@ def _text_table(header: list[str], rows: list[list[str]], last_width: int | None
 @click.option("--ray-address", default=None, help="Join an existing Ray cluster (with --executor ray).")
 @click.option("--tracking-uri", default=None, help="MLflow tracking URI [default: sqlite:///mlflow.db].")
 @click.option("--cache-dir", default=None, help="Cache of expensive stages [default: the config's cache_dir].")
-@click.option("--quiet", is_flag=True, help="No progress bars.")
+@click.option("--quiet", is_flag=True,
+              help="No progress output (default: bars on a terminal, one line per cell when stderr is a file or pipe).")
 @click.option("--strict", is_flag=True, help="A plugin that fails to load is fatal.")
 def matrix(
     config: Path,
@@ -146,7 +173,7 @@ def matrix(
 
 
 def _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, quiet, strict):  # type: ignore[no-untyped-def]
-    from vispriv.harness.matrix import build_matrix
+    from vispriv.harness.matrix import build_matrix, check_plans_cells
     from vispriv.harness.runner import run_matrix
     from vispriv.harness.tracking import Tracker, check_store, default_tracking_uri
 
@@ -154,6 +181,7 @@ def _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, q
         tracking_uri = check_store(tracking_uri or default_tracking_uri())
     registry = _registry(strict)
     mx = build_matrix(cfg, registry)
+    check_plans_cells(mx)  # no cell: one error line naming every skip, before a run exists
     if dry_run:
         click.echo(f"{len(mx.cells)} cells in experiment {cfg.name!r} (seed {cfg.seed}):")
         for cell in mx.cells:
@@ -256,7 +284,7 @@ def _ui_command(uri: str, port: int = 5000) -> str:
 @click.option("--port", default=5000, show_default=True, type=click.IntRange(1, 65535))
 def ui(tracking_uri: str | None, start: bool, port: int) -> None:
     """Print (or start) the MLflow UI command for the store."""
-    from vispriv.harness.tracking import default_tracking_uri
+    from vispriv.harness.tracking import default_tracking_uri, sqlite_path
 
     uri = tracking_uri or default_tracking_uri()
     if _is_server(uri):  # `mlflow ui` cannot take a server as its store: the server is the UI
@@ -264,6 +292,10 @@ def ui(tracking_uri: str | None, start: bool, port: int) -> None:
             raise VisprivError(f"{uri} is a tracking server, which serves its own UI: open {uri} in a browser")
         click.echo(uri)
         return
+    db = sqlite_path(uri)
+    if db is not None and not db.exists():  # mlflow ui would open (and create) an empty store
+        click.echo(f"warning: no store at {db.resolve()} yet (the UI would show an empty one): run "
+                   "`vispriv matrix CONFIG` (or `vispriv demo`) here first, or pass --tracking-uri", err=True)
     if not start:
         click.echo(_ui_command(uri, port))
         return
@@ -294,6 +326,24 @@ def examples(names: tuple[str, ...], out_dir: Path | None, force: bool) -> None:
     configs = example_configs()
     click.echo(_text_table(["EXAMPLE", "WHAT IT RUNS"], [[n, summary(c)] for n, c in configs.items()]))
     click.echo("\n`vispriv examples NAME` prints one; `vispriv examples --out examples` writes them all.")
+
+
+@cli.command()
+@click.argument("name", required=False)
+def docs(name: str | None) -> None:
+    """List the guides shipped with vispriv, or print guide NAME (e.g. writing-a-plugin)."""
+    from importlib.resources import files
+
+    guides = {p.name.removesuffix(".md"): p for p in files("vispriv.docs").iterdir() if p.name.endswith(".md")}
+    if name is None:
+        click.echo("\n".join(sorted(guides)))
+        click.echo("\n`vispriv docs NAME` prints one (Markdown).")
+        return
+    key = name.removesuffix(".md").replace("_", "-")
+    found = guides.get(name.removesuffix(".md")) or guides.get(key)
+    if found is None:
+        raise VisprivError(f"unknown guide {name!r}; shipped: {', '.join(sorted(guides))}")
+    click.echo(found.read_text(encoding="utf-8"), nl=False)
 
 
 @cli.command()
@@ -346,7 +396,8 @@ def new_plugin(name: str, kind: str, directory: Path) -> None:
     from vispriv.harness.scaffold import scaffold
 
     root = scaffold(name, kind, directory)
-    click.echo(f"created {root}; install it with: pip install -e {root}")
+    click.echo(f"created {root}; install it with: pip install -e {shlex.quote(str(root))}")
+    click.echo("the guide from scaffold to matrix: vispriv docs writing-a-plugin")
 
 
 def main(prog_name: str | None = None) -> None:

@@ -94,6 +94,9 @@ def run_cell(cell: Cell, cache_dir: str | None, artifact_dir: str, quiet: bool =
     start, start_ms = time.perf_counter(), int(time.time() * 1000)
     art = Path(artifact_dir)
     art.mkdir(parents=True, exist_ok=True)
+    # In-cell bars (tqdm, Lightning's) only where they can redraw in place: a log file or a
+    # pipe (CI, SLURM, nohup) would keep every redraw.
+    quiet = quiet or not stderr_is_terminal()
     base = CellContext(seed=cell.seed, cache=Cache(cache_dir), artifact_dir=art, quiet=quiet)
     try:
         metrics, directions, warning = _run(cell, base)
@@ -115,6 +118,14 @@ def run_cell(cell: Cell, cache_dir: str | None, artifact_dir: str, quiet: bool =
         warning=warning,
         device=device_used(base),
     )
+
+
+def stderr_is_terminal() -> bool:
+    """Whether progress bars can redraw in place (stderr is a terminal)."""
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced or closed stream
+        return False
 
 
 def device_used(ctx: CellContext) -> str:

@@ -285,7 +285,7 @@ def build_matrix(config: MatrixConfig, registry: Registry) -> Matrix:
     """Expand ``config`` into cells; every incompatible combination becomes a :class:`Skip`."""
     matrix = Matrix()
     wanted_metrics = _select_metrics(config, registry)
-    datasets = [s for entry in config.datasets for s in expand_entry(registry, "dataset", entry)]
+    datasets = [s for entry in config.datasets for s in _expand_dataset(registry, config, entry)]
     for dataset in datasets:
         scenario = dataset.cls.scenario
         for d_entry in config.defenses:
@@ -305,8 +305,40 @@ def build_matrix(config: MatrixConfig, registry: Registry) -> Matrix:
                 for a_entry in config.attacks:
                     _add_attack(matrix, registry, config, dataset, defense, a_entry, wanted_metrics)
     if not matrix.cells and not matrix.skipped:
-        raise ConfigError("the config yields no cells")
+        raise ConfigError(no_cell_message([]))
     return matrix
+
+
+def check_plans_cells(matrix: Matrix) -> None:
+    """Raise the one-line :class:`ConfigError` of a matrix with no cell (before any run is created)."""
+    if not matrix.cells:
+        raise ConfigError(no_cell_message(matrix.skipped))
+
+
+def no_cell_message(skipped: list[Skip]) -> str:
+    """The one-line error of a matrix that plans no cell, naming why each pair was skipped."""
+    if not skipped:
+        return "the config plans no cell: it lists no dataset, defense or attack to pair"
+    reasons = "; ".join(s.line() for s in skipped)
+    return (f"the config plans no cell: all {len(skipped)} pair(s) skipped -- {reasons}. "
+            "`vispriv plugins --kind defense` shows each plugin's scenario")
+
+
+def _expand_dataset(registry: Registry, config: MatrixConfig, entry: Any) -> list[Stage]:
+    """The stages of a dataset entry; a name that exists in several scenarios (``image-folder``)
+    takes the scenarios that the config's defenses and attacks both belong to (all of them if none)."""
+    name = entry if isinstance(entry, str) else (entry.get("name") if isinstance(entry, dict) else None)
+    by_scenario = registry.plugins["dataset"].get(str(name), {}) if name is not None else {}
+    if len(by_scenario) < 2 or "any" in by_scenario:
+        return expand_entry(registry, "dataset", entry)
+
+    def scenarios_of(kind: str, entries: list[Any]) -> set[str]:
+        names = {_entry_name(e) for entry in entries for e in (_attack_entries(entry) if kind == "attack" else [entry])}
+        found = {sc for n in names for sc in registry.plugins[kind].get(n, {})}
+        return set(by_scenario) if "any" in found else found
+
+    wanted = set(by_scenario) & scenarios_of("defense", config.defenses) & scenarios_of("attack", config.attacks)
+    return [s for scenario in sorted(wanted or by_scenario) for s in expand_entry(registry, "dataset", entry, scenario)]
 
 
 def _entry_name(entry: Any) -> str:

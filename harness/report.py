@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from vispriv.harness.errors import VisprivError
+from vispriv.harness.matrix import _short
 from vispriv.harness.tracking import Tracker
 
 
@@ -69,11 +70,6 @@ class Pivot:
         return green_when_high(self.metric, self.higher_is_better)
 
     @property
-    def cmap(self) -> str:
-        """The matplotlib colour map: red to green from low to high, or reversed."""
-        return "RdYlGn" if self.green_high else "RdYlGn_r"
-
-    @property
     def sense(self) -> str:
         return sense_text(self.metric, self.higher_is_better)
 
@@ -81,11 +77,20 @@ class Pivot:
         """Where ``value`` lies between the red (0.0) and the green (1.0) end of this
         pivot's finite values (0.5 when they are all equal); ``None`` for a non-finite value."""
         finite = [v for v in self.values.values() if math.isfinite(v)]
-        if not finite or not math.isfinite(value):
+        if math.isnan(value):
             return None
-        lo, hi = min(finite), max(finite)
-        t = 0.5 if hi == lo else (value - lo) / (hi - lo)
+        if math.isinf(value):  # beyond every finite value: the far end (PSNR of an exact copy: the worst for privacy)
+            t = 1.0 if value > 0 else 0.0
+        elif not finite:
+            return None
+        else:
+            lo, hi = min(finite), max(finite)
+            t = 0.5 if hi == lo else (value - lo) / (hi - lo)
         return t if self.green_high else 1.0 - t
+
+    def label(self, key: str) -> str:
+        """The compact label of a row or column (the one heatmaps, frontiers and paired tables show)."""
+        return self.short.get(key, key)
 
     def cell_text(self, r: str, c: str, digits: int = 3) -> str:
         if (r, c) not in self.values:
@@ -93,7 +98,9 @@ class Pivot:
         v = self.values[(r, c)]
         text = _fmt(v, digits)
         if (r, c) in self.errors:
-            text += f" ± {_fmt(self.errors[(r, c)], digits)}"
+            se = self.errors[(r, c)]
+            # A standard error of one sample is undefined (logged NaN): say how few there were.
+            text += " (n = 1)" if math.isnan(se) else f" ± {_fmt(se, digits)}"
         return text
 
 
@@ -154,7 +161,7 @@ def _labels_within(rows: list[CellRow], kind: str) -> dict[str, str]:
         shown = {k: _varying_part([r for r in group if k in r.params], k) for k in varying}
         for r in group:
             parts = [shown[k](r.params[k]) if k in r.params else f"{k.split('.')[-1]}=?" for k in varying]
-            out[getattr(r, kind)] = f"{name}({', '.join(parts)})" if parts else name
+            out[getattr(r, kind)] = f"{name}({','.join(parts)})" if parts else name
     if len(set(out.values())) < len(out):
         return {full: full for full in out}
     return out
@@ -233,6 +240,8 @@ def pivot(rows: list[CellRow], metric: str) -> list[Pivot]:
     datasets_of: dict[str, int] = defaultdict(int)
     for scenario, _ in groups:
         datasets_of[scenario] += 1
+    # Labels from every row of a scenario, as the frontier and the paired tables make them.
+    short = {**config_labels(rows, "attack"), **config_labels(rows, "defense")}
     out = []
     for (scenario, dataset), rs in sorted(groups.items()):
         attacks = _ordered(r.attack for r in rs)
@@ -241,7 +250,7 @@ def pivot(rows: list[CellRow], metric: str) -> list[Pivot]:
         p = Pivot(metric, title, attacks, defenses)
         p.notes = sorted({r.provenance for r in rs if r.provenance})
         p.higher_is_better = next((r.higher_is_better.get(metric, True) for r in rs), True)
-        p.short = {**config_labels(rs, "attack"), **config_labels(rs, "defense")}
+        p.short = {k: short[k] for r in rs for k in (r.attack, r.defense)}
         for r in rs:
             key = (r.attack, r.defense)
             p.values[key] = r.metrics[metric]
@@ -290,14 +299,24 @@ def _varying_part(rows: list[CellRow], param: str):
     except ValueError:
         objects = []
     if not objects or not all(isinstance(o, dict) for o in objects):
-        return lambda value: f"{name}={value}"
+        return lambda value: f"{name}={value_text(value)}"
     keys = sorted({k for o in objects for k in o if len({json.dumps(x.get(k), sort_keys=True) for x in objects}) > 1})
 
     def label(value: str) -> str:
         obj = json.loads(value)
-        return ", ".join(f"{k}={obj.get(k)}" for k in keys) or f"{name}=default"
+        return ",".join(f"{k}={_short(obj.get(k))}" for k in keys) or f"{name}=default"
 
     return label
+
+
+def value_text(text: str) -> str:
+    """A logged param value as the matrix's labels write it (``sigma=1``, not ``sigma=1.0``;
+    lists as ``[2/4]``), so that every view of a report names a config the same way."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return text if isinstance(value, str) else _short(value)
 
 
 def _sort_key(text: str) -> tuple[int, float, str]:
@@ -320,15 +339,15 @@ def to_markdown(p: Pivot) -> str:
     arrow = p.sense
     if len(p.rows) == 1 and len(p.cols) > 3 and p.row_title == "attack":
         attack = p.rows[0]
-        lines = [f"**{p.metric}** ({p.scenario}; {arrow}) — attack: {attack}", ""]
+        lines = [f"**{p.metric}** ({p.scenario}; {arrow}) — attack: {p.label(attack)}", ""]
         lines += ["| defense | " + p.metric + " |", "|---|---|"]
-        lines += [f"| {c} | {p.cell_text(attack, c)} |" for c in p.cols]
+        lines += [f"| {p.label(c)} | {p.cell_text(attack, c)} |" for c in p.cols]
     else:
         lines = [f"**{p.metric}** ({p.scenario}; {arrow}) — rows: {p.row_title}, columns: {p.col_title}", ""]
-        lines.append(f"| {p.row_title} \\ {p.col_title} | " + " | ".join(p.cols) + " |")
+        lines.append(f"| {p.row_title} \\ {p.col_title} | " + " | ".join(p.label(c) for c in p.cols) + " |")
         lines.append("|---|" + "---|" * len(p.cols))
         for r in p.rows:
-            lines.append(f"| {r} | " + " | ".join(p.cell_text(r, c) for c in p.cols) + " |")
+            lines.append(f"| {p.label(r)} | " + " | ".join(p.cell_text(r, c) for c in p.cols) + " |")
     lines += [f"\nData: {note}" for note in p.notes]
     return "\n".join(lines) + "\n"
 
@@ -348,7 +367,7 @@ def heatmap_png(p: Pivot, path: Path) -> Path:
 
 
 def heatmap_figure(p: Pivot) -> Any:
-    """A heatmap of the pivot, coloured from the defender's point of view (:attr:`Pivot.cmap`).
+    """A heatmap of the pivot, coloured from the defender's point of view (:meth:`Pivot.colour_position`).
 
     The figure is sized from its labels (ticks are the compact :attr:`Pivot.short` labels):
     the axes are at least 1.4 inches high, so a one-row pivot keeps a readable colour bar,
@@ -360,16 +379,18 @@ def heatmap_figure(p: Pivot) -> Any:
     import matplotlib.pyplot as plt
     import numpy as np
 
+    # Colour by position between the red and the green end (Pivot.colour_position), so that an
+    # infinite value (PSNR of an exact copy) takes the colour of its far end instead of none.
     grid = np.full((len(p.rows), len(p.cols)), np.nan)
     for (r, c), v in p.values.items():
-        grid[p.rows.index(r), p.cols.index(c)] = v if math.isfinite(v) else np.nan
+        t = p.colour_position(v)
+        grid[p.rows.index(r), p.cols.index(c)] = np.nan if t is None else t
+    finite = [v for v in p.values.values() if math.isfinite(v)]
     xlabels = [p.short.get(c, c) for c in p.cols]
     ylabels = [p.short.get(r, r) for r in p.rows]
-    label_w = 0.06 * max(len(t) for t in ylabels)  # inches of 7-point text
-    width = max(5.0, 0.3 + label_w + 1.1 * len(p.cols) + 1.3)
-    height = 0.9 + max(1.4, 0.45 * len(p.rows)) + 0.3 + 0.035 * max(len(t) for t in xlabels)
+    width, height = heatmap_size(p)
     fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
-    im = ax.imshow(grid, cmap=p.cmap, aspect="auto")
+    im = ax.imshow(grid, cmap="RdYlGn", vmin=0.0, vmax=1.0, aspect="auto")
     ax.set_xticks(range(len(p.cols)), xlabels, rotation=30, ha="right", fontsize=7)
     ax.set_yticks(range(len(p.rows)), ylabels, fontsize=7)
     for i, r in enumerate(p.rows):
@@ -380,19 +401,35 @@ def heatmap_figure(p: Pivot) -> Any:
                 ax.text(j, i, _fmt(p.values[(r, c)], 3), ha="center", va="center", fontsize=7, color=ink)
     title = textwrap.fill(f"{p.metric} ({p.scenario})", width=int(width * 11))
     ax.set_title(f"{title}\n{p.sense}", fontsize=9)
-    if np.isfinite(grid).any():  # an all-infinite pivot (exact recovery everywhere) has no scale
+    if finite:  # an all-infinite pivot (exact recovery everywhere) has no scale
         bar = fig.colorbar(im, ax=ax, aspect=12, pad=0.02)
+        lo, hi = min(finite), max(finite)
+        values = [lo, (lo + hi) / 2, hi] if hi > lo else [lo]
+        bar.set_ticks([p.colour_position(v) for v in values], labels=[_fmt(v, 3) for v in values])
         where = "green = better utility" if is_utility(p.metric) else "red = attack succeeds"
         bar.set_label(f"{p.metric.split('/')[-1]}; {where}", fontsize=7)
         bar.ax.tick_params(labelsize=7)
     return fig
 
 
+#: Resolution of the report's PNGs (dots per inch).
+DPI = 110
+
+
+def heatmap_size(p: Pivot) -> tuple[float, float]:
+    """The heatmap's (width, height) in inches: 1.1 inch per column, so that every cell's
+    number stays readable; the HTML page shows it at this size (``width * DPI`` pixels)."""
+    label_w = 0.06 * max(len(p.short.get(r, r)) for r in p.rows)  # inches of 7-point text
+    width = max(5.0, 0.3 + label_w + 1.1 * len(p.cols) + 1.3)
+    height = 0.9 + max(1.4, 0.45 * len(p.rows)) + 0.3 + 0.035 * max(len(p.short.get(c, c)) for c in p.cols)
+    return width, height
+
+
 def save_figure(fig: Any, path: Path) -> Path:
     """Write a matplotlib figure as a PNG and free it."""
     import matplotlib.pyplot as plt
 
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return path
 

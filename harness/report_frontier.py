@@ -12,6 +12,10 @@ config of a scenario (and dataset, where a scenario has several) is one point:
 A point is on the Pareto front when no other point is at least as good for the
 defender on both axes and better on one (better utility by its direction, less attack
 success). Points are labelled by the params that vary (:func:`vispriv.harness.report.config_labels`).
+
+The no-defense baseline (``none``) belongs on every frontier: it logs its utility where the
+scenario measures one; where it logged none and the utility is a cost (lower is better),
+it stands at zero, which is its cost by definition, and says so in its label.
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ from vispriv.harness.report import (
     save_figure,
     sense_text,
 )
+
+#: The name every scenario gives its no-defense baseline.
+BASELINE = "none"
 
 
 @dataclass
@@ -110,6 +117,7 @@ def frontiers(rows: list[CellRow], utility: str, privacy: str) -> list[Frontier]
     datasets_of: dict[str, int] = defaultdict(int)
     for scenario, _ in both:
         datasets_of[scenario] += 1
+    defenses, attacks = config_labels(rows, "defense"), config_labels(rows, "attack")  # as the tables name them
     out = []
     for (scenario, dataset), rs in sorted(groups.items()):
         if (scenario, dataset) not in both:
@@ -118,17 +126,20 @@ def frontiers(rows: list[CellRow], utility: str, privacy: str) -> list[Frontier]
         u_hib = next(r.higher_is_better.get(utility, True) for r in rs if utility in r.metrics)
         p_hib = next(r.higher_is_better.get(privacy, True) for r in rs if privacy in r.metrics)
         f = Frontier(title, utility, privacy, u_hib, p_hib)
-        defenses, attacks = config_labels(rs, "defense"), config_labels(rs, "attack")
         by_defense: dict[str, list[CellRow]] = defaultdict(list)
         for r in rs:
             by_defense[r.defense].append(r)
         for defense, runs in by_defense.items():
             u = next((r.metrics[utility] for r in runs if utility in r.metrics), None)
+            label = defenses[defense]
+            if u is None and not u_hib and all(r.params.get("defense") == BASELINE for r in runs):
+                # The no-defense baseline changes nothing: a cost (lower is better) of zero by definition.
+                u, label = 0.0, f"{label} (cost 0 by definition)"
             worst = worst_case({attacks[r.attack]: r.metrics[privacy] for r in runs if privacy in r.metrics}, p_hib)
             if u is None or worst is None or math.isnan(u):
                 f.missing.append(defenses[defense])
                 continue
-            f.points.append(FrontierPoint(defense, defenses[defense], u, worst[1], worst[0]))
+            f.points.append(FrontierPoint(defense, label, u, worst[1], worst[0]))
         f.points.sort(key=lambda p: (p.utility, p.label))  # along the x axis
         mark_front(f.points, u_hib, p_hib)
         if f.points:
@@ -153,8 +164,15 @@ def to_markdown(f: Frontier) -> str:
     for p in f.points:
         lines.append(f"| {p.label} | {_fmt(p.utility, 3)} | {_fmt(p.privacy, 3)} | {p.attack} | {'yes' if p.on_front else ''} |")
     if f.missing:
-        lines.append(f"\nLeft out (no run with both metrics): {', '.join(f.missing)}")
+        lines.append(f"\n{missing_text(f)}")
     return "\n".join(lines) + "\n"
+
+
+def missing_text(f: Frontier) -> str:
+    """The sentence naming the defense configs without both metrics: ``Left out (...): the defense `none`.``"""
+    names = ", ".join(f"`{m}`" for m in f.missing)
+    what = "the defense" if len(f.missing) == 1 else "the defenses"
+    return f"Left out (no run with both {f.utility} and {f.privacy}): {what} {names}."
 
 
 def frontier_png(f: Frontier, path: Path) -> Path:

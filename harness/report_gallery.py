@@ -5,7 +5,7 @@ Cells that reconstruct images log a small sample of (truth, estimate) pairs
 :func:`vispriv.harness.artifacts.save_reconstruction_sample`). The report downloads the
 samples of its rows and stacks those that show the same image ids, so a reader compares
 attacks and defenses on the same crops at a glance (e.g. Raw, Database and LDP-Feat
-ε = 10 / 16 of ldp-feat.md Tables 1 and 4). Rows are sorted by the cells' mean SSIM over
+ε = 10 / 16 of LDP-Feat (ICCV 2023) Tables 1 and 4). Rows are sorted by the cells' mean SSIM over
 the sample, best first; each row title names the cell and that SSIM.
 """
 

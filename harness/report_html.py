@@ -21,9 +21,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from vispriv.harness.report import CellRow, Pivot, _fmt
-from vispriv.harness.report_frontier import Frontier, axes_text
-from vispriv.harness.report_paired import Ladder
+from vispriv.harness.report import DPI, CellRow, Pivot, _fmt, heatmap_size
+from vispriv.harness.report_frontier import Frontier, axes_text, missing_text
+from vispriv.harness.report_paired import Ladder, order_text, sense
 
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d232a;background:#fafafa}
@@ -142,7 +142,7 @@ def table_html(p: Pivot) -> str:
     (red to green from the defender's point of view, :func:`hue`)."""
     arrow = p.sense
     where = p.scenario.split(": ", 1)[1] + "; " if ": " in p.scenario else ""
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in p.cols)
+    head = "".join(f"<th>{html.escape(p.label(c))}</th>" for c in p.cols)
     body = []
     for r in p.rows:
         cells = []
@@ -151,7 +151,7 @@ def table_html(p: Pivot) -> str:
                 cells.append(f"<td{_colour(p, p.values[(r, c)])}>{html.escape(p.cell_text(r, c))}</td>")
             else:
                 cells.append('<td class="missing">–</td>')
-        body.append(f"<tr><th>{html.escape(r)}</th>{''.join(cells)}</tr>")
+        body.append(f"<tr><th>{html.escape(p.label(r))}</th>{''.join(cells)}</tr>")
     return (
         f"<h3>{html.escape(p.metric)} <small>({html.escape(where)}{arrow}; rows: {html.escape(p.row_title)}, columns: {html.escape(p.col_title)})</small></h3>"
         f"<table><tr><th>attack \\ defense</th>{head}</tr>{''.join(body)}</table>"
@@ -174,10 +174,10 @@ def ladder_html(ladder: Ladder) -> str:
             f"<td{weak}>{ratio}</td><td>{st.n_pairs if st.diff is not None else '–'}</td>"
             f"<td{weak_robust}>{robust}</td><td>{n_eff}</td></tr>"
         )
-    better = "higher" if ladder.higher_is_better else "lower"
     subset = f"images matching {ladder.ids} only; " if ladder.ids else ""
     return (
-        f"<h3>paired differences, {html.escape(ladder.metric)} <small>({html.escape(ladder.dataset)}; {better} is better; {html.escape(subset)}"
+        f"<h3>paired differences, {html.escape(ladder.metric)} <small>({html.escape(ladder.dataset)}; "
+        f"{html.escape(sense(ladder))}; {html.escape(order_text(ladder))}; {html.escape(subset)}"
         "each gap to the next row over the images both scored, ± s.e.; overlapping grid crops: the gap over its "
         "overlap-robust s.e. and the effective n)</small></h3>"
         "<table><tr><th>rank</th><th>cell</th><th>mean</th><th>n</th><th>gap to next</th><th>gap / s.e.</th><th>n paired</th>"
@@ -193,7 +193,7 @@ def frontier_html(f: Frontier, src: str) -> str:
         f"<td>{html.escape(p.attack)}</td><td class=\"front\">{'yes' if p.on_front else ''}</td></tr>"
         for p in f.points
     )
-    missing = f"<p class=\"note\">Left out (no run with both metrics): {html.escape(', '.join(f.missing))}</p>" if f.missing else ""
+    missing = f"<p class=\"note\">{html.escape(missing_text(f))}</p>" if f.missing else ""
     return (
         f"<h3>{html.escape(f.scenario)} <small>{html.escape(axes_text(f))}</small></h3>"
         f'<div class="pair"><div><table><tr><th>defense</th><th>{html.escape(f.utility)}</th>'
@@ -240,7 +240,10 @@ def page(
     for s in sections:
         body = [f'<section id="{_safe(s.scenario)}"><h2>{html.escape(s.scenario)}</h2>']
         for p, png in s.tables:
-            img = f'<img src="{html.escape(png)}" alt="heatmap of {html.escape(p.metric)}">' if png else ""
+            # Shown at its own size (it is sized by its column count), not shrunk to the pair's 520 px.
+            px = int(heatmap_size(p)[0] * DPI)
+            img = (f'<img src="{html.escape(png)}" alt="heatmap of {html.escape(p.metric)}" '
+                   f'style="max-width:min(100%,{px}px)">' if png else "")
             body.append(f'<div class="pair"><div>{table_html(p)}</div>{img}</div>')
         body.extend(ladder_html(ladder) for ladder in s.ladders)
         if s.grids:

@@ -7,7 +7,7 @@ e.g. ``reconstruction_per_image.csv``) can be compared image by image. For one m
 report ranks the cells of a (scenario, dataset) best first and gives, for each adjacent
 pair, the mean per-image difference, its standard error ``sd / sqrt(n)`` over the n images
 both scored, and their ratio -- the "each adjacent gap >= 2 standard errors" check of a
-table such as ldp-feat.md Table 1. When the images overlap (half-overlapping crops) they
+table such as Table 1 of LDP-Feat (ICCV 2023). When the images overlap (half-overlapping crops) they
 are not independent and the effective n is smaller than n. For grid crops (ids
 ``photo@r,c``, :func:`vispriv.harness.data.bundled.grid_crops`) the report therefore also
 gives an overlap-robust standard error (:func:`overlap_robust_se`) and the effective n it
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from vispriv.harness.errors import VisprivError
-from vispriv.harness.report import CellRow, config_labels
+from vispriv.harness.report import CellRow, config_labels, is_utility, sense_text
 
 #: Artifact names that carry per-image scores end with this.
 PER_IMAGE_SUFFIX = "_per_image.csv"
@@ -185,13 +185,22 @@ def ladders(
     return out
 
 
+def sense(ladder: Ladder) -> str:
+    """What the ladder's values mean, in the tables' words (``privacy: higher = attack succeeds``)."""
+    return sense_text(ladder.metric, ladder.higher_is_better, colour=False)
+
+
+def order_text(ladder: Ladder) -> str:
+    """How the rows are ranked: by the attack's success (privacy metrics) or by utility."""
+    return "cells best first" if is_utility(ladder.metric) else "cells ranked from the most successful attack down"
+
+
 def to_markdown(ladder: Ladder, digits: int = 3) -> str:
     """The ladder as a markdown table with a one-paragraph legend."""
-    better = "higher" if ladder.higher_is_better else "lower"
     subset = f"; images matching `{ladder.ids}` only" if ladder.ids else ""
     lines = [
-        f"**Paired differences, {ladder.metric}** ({ladder.scenario}: {ladder.dataset}; {better} is better{subset}) "
-        "-- cells best first; each gap is to the next row, averaged over the images both scored, "
+        f"**Paired differences, {ladder.metric}** ({ladder.scenario}: {ladder.dataset}; {sense(ladder)}{subset}) "
+        f"-- {order_text(ladder)}; each gap is to the next row, averaged over the images both scored, "
         "± its standard error; gap / s.e. ≥ 2 separates the rows. Overlapping images are not "
         "independent: for grid crops (`photo@r,c`) the last two columns give the gap over its "
         "overlap-robust standard error (Conley's spatial HAC, Bartlett kernel over the crops' shared "

@@ -13,7 +13,9 @@ import json
 import os
 import platform
 import shutil
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -25,9 +27,9 @@ from vispriv.harness.cache import check_writable
 from vispriv.harness.claims import Claims, RunClaims, pid_alive
 from vispriv.harness.config import MatrixConfig
 from vispriv.harness.errors import TrackingError, VisprivError
-from vispriv.harness.execute import CellOutcome
+from vispriv.harness.execute import CellOutcome, stderr_is_terminal
 from vispriv.harness.executors import Executor, make_executor
-from vispriv.harness.matrix import Cell, Matrix
+from vispriv.harness.matrix import Cell, Matrix, check_plans_cells
 from vispriv.harness.tracking import Tracker, sqlite_path
 
 SCRATCH_PREFIX = "vispriv-artifacts-"
@@ -70,6 +72,7 @@ def run_matrix(
     without ending it (SIGKILL, power loss) is ended KILLED by the next run of the same
     matrix on the same host, see :func:`end_stale_runs`.
     """
+    check_plans_cells(matrix)
     cache = cache_dir if cache_dir is not None else config.cache_dir
     check_writable(cache)
     runner = make_executor(executor, **{"resources": config.resources, **(executor_options or {})})
@@ -136,7 +139,8 @@ def _run_with_parent(
                 held.discard(cell.hash)
             (result.finished if outcome.status == "FINISHED" else result.failed).append((cell, outcome))
             if bar is not None:
-                bar.set_postfix_str(cell.label[:60])
+                label = f"{cell.defense_label} | {cell.attack_label}"
+                bar.set_postfix_str(label[:60] if outcome.status == "FINISHED" else f"FAILED {label[:60]}")
                 bar.update(1)
     except KeyboardInterrupt:
         tracker.end(parent, "KILLED")
@@ -197,11 +201,34 @@ def remove_stale_scratch() -> None:
 
 
 def _bar(total: int, quiet: bool):  # type: ignore[no-untyped-def]
+    """The cells' progress: a tqdm bar on a terminal, one line per cell where stderr is a
+    file or a pipe (CI, SLURM, ``nohup``: no bar redraws in the log), none with ``--quiet``."""
     if quiet or total == 0:
         return None
+    if not stderr_is_terminal():
+        return LineProgress(total)
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc="cells", unit="cell", dynamic_ncols=True)
+
+
+class LineProgress:
+    """tqdm's ``set_postfix_str`` / ``update`` / ``close`` as one line per finished cell."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.n, self.postfix = total, 0, ""
+        self.start = time.monotonic()
+
+    def set_postfix_str(self, text: str) -> None:
+        self.postfix = text
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        elapsed = time.monotonic() - self.start
+        print(f"cells {self.n}/{self.total} ({elapsed:.0f} s): {self.postfix}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        return None
 
 
 def cell_tags(cell: Cell) -> dict[str, str]:

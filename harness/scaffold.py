@@ -31,7 +31,15 @@ class {cls}(Defense):
     def protect(self, private: Images, public: Payload | None, ctx: CellContext) -> Protected:
         rng = ctx.rng("noise")
         noisy = np.clip(private.images + rng.normal(0, self.config.sigma, private.images.shape), 0, 1)
-        return Protected(release=Images(noisy, ids=list(private.ids)), truth={{"images": private}})
+        # The defense's own utility: what it costs the published photo (lower is better). The same
+        # name as the built-in defenses, so `vispriv report --frontier pixel_change:ssim` sets it beside them.
+        change = float(np.mean(np.abs(noisy - private.images)))
+        return Protected(
+            release=Images(noisy, ids=list(private.ids)),
+            truth={{"images": private}},
+            utility={{"pixel_change": change}},
+            utility_directions={{"pixel_change": False}},
+        )
 
 
 @hookimpl
@@ -121,23 +129,18 @@ _HEADER = '''"""vispriv plugin {name!r} ({kind}): scaffolded by ``vispriv new-pl
 from __future__ import annotations
 
 import numpy as np
-from pydantic import Field
+{field}
+from vispriv.harness import {imports}
 
-from vispriv.harness import (
-    Attack,
-    AttackResult,
-    CellContext,
-    Dataset,
-    Defense,
-    Images,
-    Metric,
-    Payload,
-    PluginConfig,
-    Protected,
-    Scene,
-    hookimpl,
-)
 '''
+
+#: The names each kind's template uses (its module imports these and nothing else).
+_IMPORTS = {
+    "defense": ["CellContext", "Defense", "Images", "Payload", "PluginConfig", "Protected", "hookimpl"],
+    "attack": ["Attack", "AttackResult", "CellContext", "Images", "Payload", "PluginConfig", "hookimpl"],
+    "metric": ["CellContext", "Images", "Metric", "hookimpl"],
+    "dataset": ["CellContext", "Dataset", "Images", "PluginConfig", "Scene", "hookimpl"],
+}
 
 _PYPROJECT = '''[build-system]
 requires = ["setuptools>=64"]
@@ -201,7 +204,8 @@ A vispriv {kind} plugin scaffolded by `vispriv new-plugin {name} --kind {kind}`.
     vispriv plugins {name}            # its parameters; `vispriv plugins --kind {kind}` lists it
     pytest tests
 
-Use it in a matrix config by name (`{name}`); see vispriv's docs/writing-a-plugin.md.
+Use it in a matrix config by name (`{name}`). The guide from scaffold to matrix ships with
+vispriv: `vispriv docs writing-a-plugin` prints it.
 '''
 
 
@@ -222,6 +226,9 @@ def scaffold(name: str, kind: str, directory: Path) -> Path:
     (root / "pyproject.toml").write_text(_PYPROJECT.format(**fields))
     (root / "README.md").write_text(_README.format(**fields))
     (root / module / "__init__.py").write_text("")
-    (root / module / "plugin.py").write_text(_HEADER.format(**fields) + _BODIES[kind].format(**fields))
+    names = _IMPORTS[kind]
+    header = _HEADER.format(**fields, imports=", ".join(names),
+                            field="from pydantic import Field\n" if "PluginConfig" in names else "")
+    (root / module / "plugin.py").write_text(header + _BODIES[kind].format(**fields))
     (root / "tests" / f"test_{module}.py").write_text(_TEST.format(**fields))
     return root

@@ -8,7 +8,8 @@ working directory; artifacts of a sqlite store live beside it in ``mlartifacts/`
 Child runs carry
   params   the cell's immutable configuration (``dataset.*``, ``defense.*``, ``attack.*``);
   tags     ``vispriv.kind=cell``, scenario, plugin names and versions, labels, cell hash,
-           seed, git sha, device, and ``vispriv.higher_is_better`` (JSON: metric -> bool);
+           seed, vispriv version and git sha (a checkout's; ``unknown`` for a wheel), device,
+           and ``vispriv.higher_is_better`` (JSON: metric -> bool);
   metrics  utility (``utility/...``), attack diagnostics (``attack/...``) and the scores of
            metric plugins (``<key>/<metric>``, e.g. ``images/ssim``);
   artifacts whatever the plugins wrote (grids, CSVs), ``traceback.txt`` for failed cells.
@@ -142,15 +143,40 @@ def _no_http_retries() -> Iterator[None]:
                 os.environ[key] = value
 
 
+@functools.lru_cache(maxsize=1)
 def git_sha() -> str:
+    """The commit of the vispriv checkout this code runs from, or ``unknown`` (a wheel install:
+    then :func:`package_version` says which release ran). A checkout is a git work tree whose
+    top level holds this file as ``harness/tracking.py``, so a wheel installed inside some
+    other repository does not log that repository's commit."""
     here = Path(__file__).resolve().parent
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5, check=False
+            ["git", "rev-parse", "--show-toplevel", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5,
+            check=False,
         )
-        return out.stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+    lines = out.stdout.split()
+    if out.returncode != 0 or len(lines) != 2 or Path(lines[0]).resolve() != here.parent:
+        return "unknown"
+    return lines[1]
+
+
+@functools.lru_cache(maxsize=1)
+def package_version() -> str:
+    """The installed vispriv distribution's version (logged beside :func:`git_sha`)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("vispriv")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def version_tags() -> dict[str, str]:
+    """Which code ran: ``vispriv.version`` always, ``vispriv.git_sha`` from a checkout (else ``unknown``)."""
+    return {"vispriv.version": package_version(), "vispriv.git_sha": git_sha()}
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -231,7 +257,7 @@ class Tracker:
     @store_write
     def start_parent(self, experiment_id: str, name: str, tags: dict[str, str], params: dict[str, Any]) -> str:
         run = self._client.create_run(
-            experiment_id, run_name=name, tags={"vispriv.kind": MATRIX, "vispriv.git_sha": git_sha(), **tags}
+            experiment_id, run_name=name, tags={"vispriv.kind": MATRIX, **version_tags(), **tags}
         )
         self.log_params(run.info.run_id, params)
         return run.info.run_id
@@ -248,7 +274,7 @@ class Tracker:
             tags={
                 "mlflow.parentRunId": parent_id,
                 "vispriv.kind": CELL,
-                "vispriv.git_sha": git_sha(),
+                **version_tags(),
                 "vispriv.host": platform.node(),
                 **tags,
             },

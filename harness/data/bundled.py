@@ -2,7 +2,7 @@
 
 Nothing is downloaded: every image is a file inside an installed wheel
 (:data:`BUNDLED_SOURCES`, by name). How a scenario splits them is the scenario's choice
-(e.g. :mod:`vispriv.plugins.descriptor_release.splits`, ldp-feat.md section 6.1); the core
+(e.g. :mod:`vispriv.plugins.descriptor_release.splits`, after LDP-Feat (ICCV 2023) section 6.1); the core
 only loads them. The rectified motorcycle stereo pair with its ground-truth disparity is
 served by :func:`load_stereo_motorcycle` to utility evaluators.
 

@@ -2,8 +2,9 @@
 
 Files are found recursively, sorted by relative path, read with Pillow, centre-cropped to
 a square and resized to ``size`` (RGB in [0, 1]; grey and RGBA converted). A file that
-cannot be read is skipped with one warning naming every such file; a folder with no
-readable image is an :class:`InputError`.
+cannot be read (empty, not an image, truncated, a decompression bomb) is skipped with one
+warning that counts and names every such file with the reason; a folder with no readable
+image is an :class:`InputError`.
 """
 
 from __future__ import annotations
@@ -52,16 +53,34 @@ def load_image_folder(
     for path in paths:
         if limit is not None and len(arrays) >= limit:
             break
+        rel = str(path.relative_to(root)) if path.is_relative_to(root) else path.name
         try:
             arrays.append(square_resize(read_image(path), size))
-            ids.append(str(path.relative_to(root)) if path.is_relative_to(root) else path.name)
+            ids.append(rel)
         except Exception as exc:  # noqa: BLE001 -- any decoder failure means "unreadable"
-            bad.append(f"{path.name} ({type(exc).__name__})")
+            bad.append(f"{rel} ({unreadable_reason(path, exc)})")
     if bad:
         warnings.warn(f"skipped {len(bad)} unreadable image file(s) in {root}: {', '.join(bad)}", stacklevel=2)
     if not arrays:
         raise InputError(f"no readable JPEG/PNG image in {str(root)!r}")
     return Images(np.stack(arrays), ids)
+
+
+def unreadable_reason(path: Path, exc: Exception) -> str:
+    """Why ``path`` could not be read, in a few words (an empty file, not an image, ...)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        if path.stat().st_size == 0:
+            return "empty file"
+    except OSError as err:
+        return f"cannot stat: {err.strerror or err}"
+    if isinstance(exc, Image.DecompressionBombError):
+        return "too many pixels (decompression bomb)"
+    if isinstance(exc, UnidentifiedImageError):
+        return "not a JPEG/PNG image"
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:80]}" if text else type(exc).__name__
 
 
 def split_files(paths: list[Path], root: Path, test_fraction: float) -> dict[str, list[Path]]:

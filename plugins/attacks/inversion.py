@@ -94,7 +94,7 @@ class InversionAttackConfig(PluginConfig):
         ("public",),
         min_length=1,
         description="image sets the network trains on: public = the attacker's own images (every threat model); "
-        "lifting = the defender's photos W was built from (granted by none of ldp-feat.md's threat models: opt-in)",
+        "lifting = the defender's photos W was built from (granted by none of LDP-Feat's threat models: opt-in)",
     )
     geometry: bool = Field(
         True,

@@ -56,7 +56,7 @@ class Dphe(Defense):
         if n_users < 3 and not cfg.force:
             raise InputError(
                 f"dphe needs N >= 3 users, got N = {n_users}: with two users each recovers the other's update "
-                "as 2 w̄ - w^(own) from the published average (DPHE paper, section 2.5); set force: true to run anyway"
+                "as 2 w̄ - w^(own) from the published average (DPHE, ICCV 2017, section 2.5); set force: true to run anyway"
             )
         if cfg.observer is not None and cfg.observer >= n_users:
             raise InputError(f"observer must be a user in [0, {n_users}); got {cfg.observer}")

@@ -86,7 +86,7 @@ class LdpFeatConfig(PluginConfig):
 
 
 class LdpFeat(Defense):
-    """LDP-Feat (ldp-feat.md section 5.2): omega-subset mechanism on a public dictionary."""
+    """LDP-Feat (Pittaluga & Zhuang, ICCV 2023, section 5.2): omega-subset mechanism on a public dictionary."""
 
     name = "ldp-feat"
     version = "1.0.0"

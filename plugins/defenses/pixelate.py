@@ -19,7 +19,18 @@ class PublishAsIs(Defense):
     produces = (Images,)
 
     def protect(self, private: Images, public: Payload | None, ctx: CellContext) -> Protected:
-        return Protected(release=Images(private.images.copy(), ids=list(private.ids)), truth={"images": private})
+        release = Images(private.images.copy(), ids=list(private.ids))
+        return Protected(
+            release=release,
+            truth={"images": private},
+            utility={"pixel_change": pixel_change(private, release)},  # 0: the baseline of every frontier
+            utility_directions={"pixel_change": False},
+        )
+
+
+def pixel_change(private: Images, release: Images) -> float:
+    """Utility cost of a release: the mean absolute pixel change, images in [0, 1] (lower is better)."""
+    return float(np.mean(np.abs(release.images - private.images)))
 
 
 def pixelate(images: np.ndarray, block: int) -> np.ndarray:
@@ -50,10 +61,9 @@ class Pixelate(Defense):
         if self.config.block > min(h, w):
             raise InputError(f"pixelate block {self.config.block} exceeds the image size {h}x{w}")
         release = Images(pixelate(private.images, self.config.block), ids=list(private.ids))
-        kept = float(np.mean(np.abs(release.images - private.images)))
         return Protected(
             release=release,
             truth={"images": private},
-            utility={"pixel_change": kept},
+            utility={"pixel_change": pixel_change(private, release)},
             utility_directions={"pixel_change": False},
         )

@@ -57,7 +57,7 @@ class MatchingConfig(PluginConfig):
 
     criterion: Literal["mutual-nn", "vocabulary"] = Field(
         "mutual-nn", description="mutual-nn: nearest neighbour + ratio test (+ mutual check) on the distance; "
-        "vocabulary: every pair at distance 0, i.e. sharing a visual word (ldp-feat.md Table 3, "
+        "vocabulary: every pair at distance 0, i.e. sharing a visual word (LDP-Feat, ICCV 2023, Table 3; "
         "vocabulary matching [28]); needs a defense whose distance defines words (ldp-feat)"
     )
     ratio: float = Field(0.8, gt=0.0, le=1.0)

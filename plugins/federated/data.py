@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vispriv.harness.data.image_folder import unreadable_reason
 from vispriv.harness.errors import InputError
 from vispriv.plugins.federated.payloads import FederatedData, FederatedPublic
 
@@ -98,7 +99,7 @@ def load_image_folder(root: str | Path, size: int, exclude: tuple[str, ...] = NO
             try:
                 img = np.asarray(imread(path), dtype=np.float64)
             except Exception as exc:  # noqa: BLE001 -- any decoder failure means "unreadable"
-                bad.append(f"{name}/{path.name} ({type(exc).__name__})")
+                bad.append(f"{name}/{path.name} ({unreadable_reason(path, exc)})")
                 continue
             if img.ndim == 3 and img.shape[-1] == 4:
                 img = rgba2rgb(img / (255.0 if img.max() > 1 else 1.0))

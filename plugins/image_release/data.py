@@ -1,11 +1,12 @@
-"""Dataset ``sample-images``: a few real photos bundled with scikit-image, made small."""
+"""Datasets ``sample-images`` (a few real photos bundled with scikit-image, made small) and
+``image-folder`` (the user's own photos)."""
 
 from __future__ import annotations
 
 import numpy as np
 from pydantic import Field
 
-from vispriv.harness import CellContext, Dataset, Images, PluginConfig, Scene
+from vispriv.harness import CellContext, Dataset, FolderPath, Images, PluginConfig, Scene
 
 #: Photos shipped inside scikit-image (no download): private and public halves.
 PRIVATE_NAMES = ("astronaut", "coffee", "chelsea", "camera")
@@ -45,3 +46,30 @@ class SampleImages(Dataset):
         private = Images(np.stack([load_photo(n, size) for n in names]), ids=list(names))
         public = Images(np.stack([load_photo(n, size) for n in PUBLIC_NAMES]), ids=list(PUBLIC_NAMES))
         return Scene(private=private, public=public)
+
+
+class PhotoFolder(Dataset):
+    """Your own photos: every JPEG/PNG under ``root`` (recursive) is a private image.
+
+    Files are read, centre-cropped to a square and resized to ``size`` as by the
+    descriptor-release ``image-folder`` (:func:`~vispriv.harness.data.image_folder.load_image_folder`);
+    unreadable files are skipped with one ``warning:`` line naming them. Image release has
+    no public knowledge, so the scene's public part is empty.
+    """
+
+    class Config(PluginConfig):
+        root: FolderPath
+        size: int = Field(64, ge=8, le=1024)
+        #: At most this many images (the first by relative path); ``None`` = all.
+        limit: int | None = Field(None, ge=1)
+
+    name = "image-folder"
+    version = "1.0"
+    scenario = "image-release"
+    produces = (Images,)
+    description = "your own folder of JPEG/PNG photos as the private images"
+
+    def load(self, ctx: CellContext) -> Scene:
+        from vispriv.harness.data.image_folder import load_image_folder
+
+        return Scene(private=load_image_folder(self.config.root, self.config.size, self.config.limit))

@@ -3,12 +3,13 @@
 from vispriv.harness import hookimpl
 from vispriv.plugins.attacks.as_released import AsReleased
 from vispriv.plugins.defenses.pixelate import Pixelate, PublishAsIs
-from vispriv.plugins.image_release.data import SampleImages
+from vispriv.plugins.image_release.data import PhotoFolder, SampleImages
 
 
 @hookimpl
 def vispriv_register_datasets(register):
     register(SampleImages)
+    register(PhotoFolder)
 
 
 @hookimpl

@@ -69,7 +69,7 @@ class DescriptorRecovery(Metric):
 
 
 class LiftingAssumptions(Metric):
-    """The assumption checks of ldp-feat.md S3.1 (intersections) and S3.2 (clustering collisions)."""
+    """The assumption checks of LDP-Feat (ICCV 2023) supplement S3.1 (intersections) and S3.2 (clustering collisions)."""
 
     class Config(PluginConfig):
         ratio: float = Field(0.8, gt=0.0, le=1.0)

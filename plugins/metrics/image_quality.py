@@ -36,8 +36,10 @@ def _paired(truth: Images, estimate: Images) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _mean_se(values: list[float]) -> tuple[float, float]:
+    """Mean and standard error of the mean; the standard error of fewer than two values is
+    undefined (NaN; the report then shows ``n = 1``), not zero."""
     arr = np.asarray(values, dtype=np.float64)
-    se = float(arr.std(ddof=1) / np.sqrt(len(arr))) if len(arr) > 1 else 0.0
+    se = float(arr.std(ddof=1) / np.sqrt(len(arr))) if len(arr) > 1 else float("nan")
     return float(arr.mean()), se
 
 

@@ -18,7 +18,7 @@ def test_plugins_listing_is_a_table_with_a_header(run_cli):
     out = run_cli("plugins", env=BUILTINS)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0].split() == ["KIND", "NAME", "SCENARIO", "VERSION", "DESCRIPTION"]
+    assert lines[0].split() == ["KIND", "NAME", "SCENARIO", "VERSION", "FROM", "DESCRIPTION"]
     rows = [line for line in lines[1:] if line and not line.startswith("`")]
     assert {r.split()[1] for r in rows} >= {"pixelate", "as-released", "ssim", "sample-images"}
     # The columns line up under the header, and no row runs to 150 characters.

@@ -60,8 +60,11 @@ def test_perfect_attack_on_none_is_the_red_end():
     p = _pivot("images/ssim", SSIM.higher_is_better["ssim"], {"none": 1.0, "pixelate(block=4)": 0.636, "pixelate(block=8)": 0.364})
     assert p.colour_position(1.0) == 0.0 and hue(p, 1.0) == 0  # hue 0 = red
     assert p.colour_position(0.364) == 1.0 and hue(p, 0.364) == 120
-    cmap = matplotlib.colormaps[p.cmap]
-    assert _is_red(cmap(1.0)) and _is_green(cmap(0.0))  # imshow maps the largest value to cmap(1.0)
+    fig = heatmap_figure(p)
+    image = fig.axes[0].images[0]
+    colours = image.cmap(image.norm(image.get_array()))[0]  # the drawn RGBA of each column
+    matplotlib.pyplot.close(fig)
+    assert _is_red(colours[0]) and _is_green(colours[2])
     assert p.sense == "privacy: higher = attack succeeds (red)"
 
 
@@ -228,10 +231,10 @@ def test_frontier_from_a_real_store(toy_registry, tracker, tmp_path):
     assert len(result.finished) == 8 and not result.failed
     # By hand: utility = 1 - level - waste; the strongest attack's success = max(1 - level, 0.3).
     expected = {  # label: (utility, worst success, strongest attack, on the front)
-        "toy-level(level=0.0, waste=0.0)": (1.0, 1.0, "toy-read(floor=0.0, gain=1.0)", True),
-        "toy-level(level=0.5, waste=0.0)": (0.5, 0.5, "toy-read(floor=0.0, gain=1.0)", True),
-        "toy-level(level=0.5, waste=0.2)": (0.3, 0.5, "toy-read(floor=0.0, gain=1.0)", False),  # dominated by the one above
-        "toy-level(level=0.9, waste=0.0)": (0.1, 0.3, "toy-read(floor=0.3, gain=0.0)", True),
+        "toy-level(level=0,waste=0)": (1.0, 1.0, "toy-read(floor=0,gain=1)", True),
+        "toy-level(level=0.5,waste=0)": (0.5, 0.5, "toy-read(floor=0,gain=1)", True),
+        "toy-level(level=0.5,waste=0.2)": (0.3, 0.5, "toy-read(floor=0,gain=1)", False),  # dominated by the one above
+        "toy-level(level=0.9,waste=0)": (0.1, 0.3, "toy-read(floor=0.3,gain=0)", True),
     }
     with pytest.raises(VisprivError, match="not a utility metric"):
         write_report(tracker, "toy", tmp_path / "bad", frontiers=[("attack/success", "utility/kept")], log_to_parent=False)
@@ -245,8 +248,8 @@ def test_frontier_from_a_real_store(toy_registry, tracker, tmp_path):
     for label, (u, worst, attack, front) in expected.items():
         assert got[label][0] == pytest.approx(u) and got[label][1] == pytest.approx(worst)
         assert got[label][2:] == (attack, front), label
-    assert "| toy-level(level=0.5, waste=0.2) | 0.300 | 0.500 | toy-read(floor=0.0, gain=1.0) |  |" in out.markdown
-    assert "| toy-level(level=0.9, waste=0.0) | 0.100 | 0.300 | toy-read(floor=0.3, gain=0.0) | yes |" in out.markdown
+    assert "| toy-level(level=0.5,waste=0.2) | 0.300 | 0.500 | toy-read(floor=0,gain=1) |  |" in out.markdown
+    assert "| toy-level(level=0.9,waste=0) | 0.100 | 0.300 | toy-read(floor=0.3,gain=0) | yes |" in out.markdown
     page = (tmp_path / "report" / "report.html").read_text()
     assert 'id="frontiers"' in page and "frontier_toy__utility_kept__attack_success.png" in page
     assert (tmp_path / "report" / "frontier_toy__utility_kept__attack_success.png").stat().st_size > 0

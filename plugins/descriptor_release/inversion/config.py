@@ -54,7 +54,7 @@ class InversionConfig(PluginConfig):
     devices: int | str = 1
     precision: Literal["32", "bf16-mixed", "16-mixed"] = "32"
     max_minutes: float | None = Field(
-        30.0, gt=0, description="stop training after this wall time (None = no cap; issue 12's cold budget is 30 min)"
+        30.0, gt=0, description="stop training after this wall time (None = no cap)"
     )
 
     @model_validator(mode="after")

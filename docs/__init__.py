@@ -1,0 +1,1 @@
+"""The user guides (the Markdown files beside this file), shipped as ``vispriv.docs``: ``vispriv docs``."""
