@@ -11,9 +11,11 @@ Per query:
   ``protect`` (the defense), then matches to the map's points by
   :func:`~.matching._match_rows` with the defense's distance and ``MatchingConfig``: mutual
   nearest neighbour + ratio test for raw and lifted features, and for LDP-Feat's candidates
-  (min over the m candidates), or vocabulary matching (every map point whose visual word is one
-  of the query keypoint's m released words, Nister & Stewenius [28]; Table 3's voc-match).
-  Every match of a keypoint is a 2D-3D correspondence (one 2D point may meet several 3D points).
+  (min over the m candidates), or vocabulary matching (every observation whose visual word is
+  one of the query keypoint's m released words, Nister & Stewenius [28]; Table 3's voc-match),
+  against each reference image's observations in turn (:func:`match_to_map`). Every match of
+  a keypoint is a 2D-3D correspondence (one 2D point may meet several 3D points; repeated
+  pairs count once).
 * pycolmap's ``estimate_and_refine_absolute_pose``: LO-RANSAC (P3P) with the query's known
   intrinsics, then non-linear refinement; ``ransac_trials`` is the RANSAC budget (Table 3's
   RANSAC iterations), ``ransac_max_error`` the inlier threshold in px (hloc: 12 px at Aachen's
@@ -64,6 +66,7 @@ class LocalisationProtocol(PluginConfig):
     ransac_trials: int = Field(100_000, ge=1, description="LO-RANSAC budget (max trials) of the absolute pose")
     ransac_max_error: float = Field(12.0, gt=0.0, description="inlier threshold of the absolute pose (px)")
     ransac_min_inlier_ratio: float = Field(0.01, gt=0.0, le=1.0, description="COLMAP's assumed worst inlier ratio (caps trials)")
+    retrieval: int | None = Field(None, ge=1, description="keep the matches of the N reference images with most matches; None = all")
     min_inliers: int = Field(0, ge=0, description="a pose with fewer inliers counts as not registered")
     thresholds: tuple[tuple[float, float], ...] = Field(PAPER_THRESHOLDS, description="(metres, degrees) pairs")
 
@@ -160,6 +163,29 @@ def localisation_map(bench: Benchmark, sift_cfg: SiftConfig, protocol: Localisat
     )
 
 
+def match_to_map(
+    release: Any, n_query: int, reference: Any, per_image: list[np.ndarray], point: np.ndarray,
+    distance: Any, cfg: Any, retrieval: int | None,
+) -> np.ndarray:
+    """Unique 2D-3D pairs (query row, point id): the query matched to each reference image's observations.
+
+    ``retrieval`` keeps the matches of the ``retrieval`` reference images with the most matches
+    (a vote standing in for the paper's image retrieval); None keeps every image's.
+    """
+    from vispriv.plugins.descriptor_release.matching import _match_rows
+
+    q_rows = np.arange(n_query)
+    found = [_match_rows(release, q_rows, reference, rows, distance, cfg) for rows in per_image]
+    if retrieval is not None:
+        keep = np.argsort([-len(m) for m in found], kind="stable")[:retrieval]
+        found = [found[k] for k in keep]
+    found = [m for m in found if len(m)]
+    if not found:
+        return np.zeros((0, 2), np.int64)
+    pairs = np.concatenate(found)
+    return np.unique(np.stack([pairs[:, 0], point[pairs[:, 1]]], axis=1), axis=0)
+
+
 def localisation_utility(
     queries: LocalisationImages, sift_cfg: SiftConfig, protect: Any, cfg: Any, seed: int, distance: Any,
     protect_reference: bool = False, cache: Cache | None = None,
@@ -169,13 +195,11 @@ def localisation_utility(
     Arguments as :func:`~.matching.evaluate_utility` (``cfg`` is its ``MatchingConfig``);
     ``protect_reference`` also protects the map (lifted-to-lifted), which the paper does not do.
     """
-    from vispriv.plugins.descriptor_release.matching import _match_rows
-
     bench, protocol = queries.benchmark, queries.protocol
     assert bench is not None
     world = localisation_map(bench, sift_cfg, protocol, cache)
     reference = protect(world.features) if protect_reference else world.features
-    map_rows = np.arange(world.size)
+    per_image = [rows for rows in world.image_rows() if len(rows)]
     q_cfg = sift_cfg.model_copy(update={"image_size": None, "max_keypoints": protocol.query_keypoints or sift_cfg.max_keypoints})
     n = len(bench.queries)
     position, rotation = np.full(n, np.inf), np.full(n, np.inf)
@@ -184,9 +208,9 @@ def localisation_utility(
     for i, view in enumerate(_progress(bench.queries, "localise queries")):
         raw = view_features(bench.image_path(view), view.name, q_cfg, protocol.max_side, cache)
         release = protect(raw)
-        m = _match_rows(release, np.arange(raw.n_keypoints), reference, map_rows, distance, cfg)
-        matches[i] = len(m)
-        pose = absolute_pose(raw.keypoints[m[:, 0]], world.points[m[:, 1]], view, protocol, seed + i) if len(m) else None
+        pairs = match_to_map(release, raw.n_keypoints, reference, per_image, world.point, distance, cfg, protocol.retrieval)
+        matches[i] = len(pairs)
+        pose = absolute_pose(raw.keypoints[pairs[:, 0]], world.points[pairs[:, 1]], view, protocol, seed + i) if len(pairs) else None
         has_truth[i] = view.rotation is not None
         if pose is None:
             continue

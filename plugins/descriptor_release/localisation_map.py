@@ -17,9 +17,11 @@ triangulating the database model from the camera poses and intrinsics provided."
    triangulation angle ``min_triangulation_angle``); tracks with fewer than two inlier views
    are dropped.
 
-The map keeps one descriptor per 3D point -- the inlier observation closest to the track's
-mean descriptor -- so that a query's ratio test compares different 3D points, not two views of
-the same one (direct 2D-3D matching). Built once per reference set and setting (cached).
+The map keeps every inlier observation of each point (its reference image, keypoint and
+descriptor), so a query is matched to each reference image's observations in turn, as hloc
+matches a query to its retrieved reference images: within one image a point appears once, so
+the ratio test compares different points, and a visual word of any view of the point can
+match. Built once per reference set and setting (cached).
 """
 
 from __future__ import annotations
@@ -37,19 +39,25 @@ from vispriv.plugins.descriptor_release.matching import pair_distance, ratio_mat
 from vispriv.plugins.descriptor_release.payloads import DESCRIPTOR_DIM, RawFeatures
 from vispriv.plugins.descriptor_release.sift import SiftConfig, extract_features
 
-MAP_VERSION = "1.0"
+MAP_VERSION = "1.1"
 
 
 @dataclass
 class LocalisationMap:
-    """3D points (P, 3) and their descriptors as :class:`RawFeatures` (row i = point i)."""
+    """3D points (P, 3) and their observations: ``features`` (row o = observation o, its reference
+    image in ``image_index``) and ``point`` (O,), the 3D point each observation sees."""
 
     features: RawFeatures
     points: np.ndarray
+    point: np.ndarray
 
     @property
     def size(self) -> int:
         return len(self.points)
+
+    def image_rows(self) -> list[np.ndarray]:
+        """Observation rows of each reference image (the images without a point have none)."""
+        return [self.features.rows_of(i) for i in range(len(self.features.image_ids))]
 
 
 def load_photo(path: Path, max_side: int | None) -> tuple[np.ndarray, float]:
@@ -108,7 +116,8 @@ def triangulate_map(
     features: list[RawFeatures], references: list[View], pairs: list[tuple[int, int]],
     ratio: float, max_error_deg: float, min_angle_deg: float, seed: int, progress=lambda it, **kw: it,  # type: ignore[no-untyped-def]
 ) -> dict[str, np.ndarray]:
-    """Steps 3-5 of the module docstring: ``points`` (P, 3), ``descriptors`` (P, 128), ``image`` / ``keypoint`` (P,)."""
+    """Steps 3-5 of the module docstring: ``points`` (P, 3) and, per observation (inlier view of a
+    point), ``descriptors`` (O, 128), ``image`` (O,), ``keypoint`` (O, 2), ``point`` (O,)."""
     import pycolmap
 
     offsets = np.cumsum([0] + [f.n_keypoints for f in features])
@@ -129,7 +138,7 @@ def triangulate_map(
     options.min_tri_angle = float(np.deg2rad(min_angle_deg))
     options.ransac.max_error = float(np.deg2rad(max_error_deg))
     options.ransac.random_seed = int(seed) & 0x7FFFFFFF
-    points, rows = [], []
+    points, rows, owner = [], [], []
     for track in progress(tracks, desc="map: triangulate tracks"):
         images = node_image[track]
         result = pycolmap.estimate_triangulation(
@@ -140,15 +149,18 @@ def triangulate_map(
         inliers = track[np.asarray(result["inliers"], bool)]
         if len(np.unique(node_image[inliers])) < 2:
             continue
-        d = descriptors[inliers].astype(np.float64)
-        rows.append(int(inliers[np.argmin(np.linalg.norm(d - d.mean(axis=0), axis=1))]))
+        rows.append(inliers)
+        owner.append(np.full(len(inliers), len(points)))
         points.append(np.asarray(result["xyz"], np.float64).reshape(3))
-    rows_arr = np.asarray(rows, np.int64)
+    rows_arr = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+    order = np.argsort(node_image[rows_arr], kind="stable")  # observations grouped by reference image
+    rows_arr = rows_arr[order]
     return {
         "points": np.asarray(points, np.float64).reshape(-1, 3),
         "descriptors": descriptors[rows_arr] if len(rows_arr) else np.zeros((0, DESCRIPTOR_DIM), np.float32),
         "image": node_image[rows_arr],
         "keypoint": keypoints[rows_arr].reshape(-1, 2),
+        "point": np.concatenate(owner)[order] if owner else np.zeros(0, np.int64),
     }
 
 
@@ -194,4 +206,4 @@ def build_map(
         keypoints=arrays["keypoint"], image_index=arrays["image"], image_ids=names,
         image_size=(0, 0), descriptors=arrays["descriptors"],
     )
-    return LocalisationMap(features, arrays["points"])
+    return LocalisationMap(features, arrays["points"], arrays["point"])
