@@ -119,3 +119,14 @@ def test_the_scene_is_cached(tiny_scene, tmp_path: Path) -> None:
     root = scene.private.benchmark.root
     assert (root / ".complete").is_file()
     assert sorted(p.name for p in root.iterdir()) == [".complete", "images", "queries_gt.txt", "queries_with_intrinsics.txt", "sparse"]
+
+
+def test_error_metrics_are_lower_is_better() -> None:
+    from vispriv.plugins.descriptor_release.matching import utility_directions
+
+    names = ["localised_0.25m_2deg", "localised_0.25m_2deg_se", "localisation_median_position_error_m",
+             "localisation_median_rotation_error_deg", "localisation_median_inliers", "hpatches_mma_3px"]
+    assert utility_directions(dict.fromkeys(names, 1.0)) == {
+        "localised_0.25m_2deg": True, "localised_0.25m_2deg_se": False, "localisation_median_position_error_m": False,
+        "localisation_median_rotation_error_deg": False, "localisation_median_inliers": True, "hpatches_mma_3px": True,
+    }
