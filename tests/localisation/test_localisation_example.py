@@ -18,10 +18,11 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PAPER = ("paper/ldp_feat_table2_localisation.yaml", "paper/ldp_feat_table3_ablation.yaml")
 
 
-def test_localisation_example_runs_through_the_matrix(tmp_path: Path) -> None:
+def test_localisation_example_runs_through_the_matrix(tmp_path: Path, localisation_cache: Path) -> None:
     env = {**os.environ, "VISPRIV_PLUGINS": "metrics,descriptor-release"}
     run = subprocess.run(
-        [sys.executable, "-m", "vispriv", "matrix", str(EXAMPLES / "localisation.yaml"), "--quiet"],
+        [sys.executable, "-m", "vispriv", "matrix", str(EXAMPLES / "localisation.yaml"), "--quiet",
+         "--cache-dir", str(localisation_cache)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
     )
     assert run.returncode == 0, run.stderr[-3000:]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from vispriv.harness import Cache, CellContext
 from vispriv.plugins.descriptor_release.localisation import (
@@ -18,14 +19,9 @@ from vispriv.plugins.descriptor_release.localisation import (
 from vispriv.plugins.descriptor_release.localisation_dataset import Localisation
 from vispriv.plugins.descriptor_release.localisation_reader import View
 from vispriv.plugins.descriptor_release.localisation_render import look_at
-from vispriv.plugins.descriptor_release.localisation_scene import RoomSceneConfig
 from vispriv.plugins.descriptor_release.matching import MatchingConfig, evaluate_utility
-from vispriv.plugins.descriptor_release.sift import SiftConfig
 
-TINY_ROOM = RoomSceneConfig(
-    room=(4.0, 3.0, 2.5), width=160, height=120, focal=130.0, n_references=10, n_queries=3,
-    margin=0.8, pitch=(-10.0, 10.0), roll=0.0, gain=(1.0, 1.0), gamma=(1.0, 1.0), blur=0.0, noise=0.0,
-)
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "localisation.yaml"
 
 
 def _rot_z(degrees: float) -> np.ndarray:
@@ -81,22 +77,22 @@ def test_absolute_pose_recovers_a_known_pose_among_outliers() -> None:
 
 
 @pytest.fixture(scope="module")
-def tiny_scene(tmp_path_factory):
-    cache = Cache(tmp_path_factory.mktemp("cache"))
-    sift = SiftConfig(max_keypoints=1024)
-    dataset = Localisation(Localisation.Config(scene=TINY_ROOM, sift=sift, size=64,
-                                               protocol=LocalisationProtocol(ransac_trials=2000, ransac_max_error=4.0)))
-    ctx = CellContext(cache=cache, quiet=True)
-    return dataset.load(ctx), sift, cache
+def tiny_scene(localisation_cache: Path):
+    """The small SIMULATED room of examples/localisation.yaml (10 references, 6 queries), as the example builds it."""
+    entry = {k: v for k, v in yaml.safe_load(EXAMPLE.read_text())["datasets"][0].items() if k != "name"}
+    dataset = Localisation(Localisation.Config(**entry))
+    cache = Cache(localisation_cache)
+    return dataset.load(CellContext(cache=cache, quiet=True)), dataset.config.sift, cache
 
 
 def test_raw_sift_localises_queries_of_a_tiny_simulated_room(tiny_scene) -> None:
     scene, sift, cache = tiny_scene
     out = evaluate_utility(scene.private, sift, lambda raw: raw, MatchingConfig(), 0, cache=cache)
-    assert out["localisation_queries"] == 3 and out["localisation_map_points"] > 100
-    assert out["localised_0.25m_2deg"] > 66, out
-    assert out["localisation_median_position_error_m"] < 0.05
-    assert out["localisation_median_rotation_error_deg"] < 0.5
+    assert out["localisation_queries"] == 6 and out["localisation_map_points"] > 100
+    # The small room's map is thin (160 x 120 px photos): at least half of the poses within 0.5 m / 5 deg.
+    assert out["localised_0.5m_5deg"] >= 50, out
+    assert out["localisation_median_position_error_m"] < 0.3
+    assert out["localisation_median_rotation_error_deg"] < 4.0
 
 
 def test_features_that_match_nothing_localise_nothing(tiny_scene) -> None:
@@ -114,7 +110,7 @@ def test_features_that_match_nothing_localise_nothing(tiny_scene) -> None:
     assert out["localised_0.25m_2deg_se"] == 0.0
 
 
-def test_the_scene_is_cached(tiny_scene, tmp_path: Path) -> None:
+def test_the_scene_is_cached(tiny_scene) -> None:
     scene, _, _ = tiny_scene
     root = scene.private.benchmark.root
     assert (root / ".complete").is_file()
