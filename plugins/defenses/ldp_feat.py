@@ -26,7 +26,7 @@ from pydantic import Field, model_validator
 from vispriv.harness import CellContext, Defense, Images, Payload, PluginConfig, Protected
 from vispriv.harness.errors import InputError
 from vispriv.plugins.descriptor_release import ldp
-from vispriv.plugins.descriptor_release.matching import MatchingConfig
+from vispriv.plugins.descriptor_release.matching import MatchingConfig, utility_directions
 from vispriv.plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, RawFeatures
 from vispriv.plugins.descriptor_release.privacy_audit import AuditResult, VectorIds, audit_finite_set
 from vispriv.plugins.descriptor_release.sift import SiftConfig, extract_features
@@ -175,6 +175,7 @@ class LdpFeat(Defense):
                 if f"{pairs}_n_matches" in matching and f"{pairs}_mma_3px" in matching:
                     matching[f"{pairs}_correct_matches_3px"] = matching[f"{pairs}_n_matches"] * matching[f"{pairs}_mma_3px"]
             utility.update(matching)
+            directions.update(utility_directions(matching))
         truth: dict[str, Payload] = {"descriptors": features}
         if images is not None:
             truth["images"] = images

@@ -15,6 +15,9 @@ def vispriv_register_datasets(register):
     from vispriv.plugins.descriptor_release.scene_trees import SceneTrees
 
     register(SceneTrees)
+    from vispriv.plugins.descriptor_release.localisation_dataset import Localisation
+
+    register(Localisation)
 
 
 @hookimpl

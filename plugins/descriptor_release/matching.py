@@ -289,7 +289,10 @@ def evaluate_utility(
             "(ldp-feat); this defense matches by descriptor distance: use criterion 'mutual-nn'"
         )
     from vispriv.plugins.descriptor_release.hpatches import HPatchesImages, hpatches_utility
+    from vispriv.plugins.descriptor_release.localisation import LocalisationImages, localisation_utility
 
+    if isinstance(images, LocalisationImages):  # the benchmark's queries are localised against its map
+        return localisation_utility(images, sift_cfg, protect, cfg, seed, distance, protect_reference, cache)
     if isinstance(images, HPatchesImages):  # the real benchmark's pairs replace the synthetic warps
         out = hpatches_utility(images, sift_cfg, protect, cfg, seed, distance, protect_reference, cache)
         if cfg.stereo:
@@ -311,5 +314,8 @@ def evaluate_utility(
 
 
 def utility_directions(utility: dict[str, float]) -> dict[str, bool]:
-    """Every utility metric of :func:`evaluate_utility` is higher-is-better."""
-    return dict.fromkeys(utility, True)
+    """Directions of :func:`evaluate_utility`'s metrics: higher is better except the localisation
+    errors and standard errors (:data:`~.localisation.LOWER_IS_BETTER_SUFFIXES`)."""
+    from vispriv.plugins.descriptor_release.localisation import LOWER_IS_BETTER_SUFFIXES
+
+    return {name: not name.endswith(LOWER_IS_BETTER_SUFFIXES) for name in utility}

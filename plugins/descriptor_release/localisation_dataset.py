@@ -1,0 +1,115 @@
+"""Dataset ``localisation``: a visual localisation benchmark (hloc layout), or the SIMULATED room.
+
+With ``root`` set, the benchmark under it is read (:mod:`.localisation_reader`: Aachen
+Day-Night, Cambridge Landmarks and the like in hloc's layout). With ``root`` empty (the
+default) the SIMULATED room (:mod:`.localisation_scene`) is rendered once into the cache in
+that same layout and read back through the same reader.
+
+The scene it yields: the private images are the query photos (square-resized to ``size``: what
+the descriptor-release attacks reconstruct), carried as
+:class:`~.localisation.LocalisationImages` so that every descriptor defense's utility
+evaluation (:func:`~.matching.evaluate_utility`) localises the queries against the map
+instead of matching synthetic warps. The public side: the defender's lifting images are the
+reference photos plus those under ``images/<lifting_dir>/`` (default ``images/dictionary/``
+when present: the SIMULATED room's extra views) -- LDP-Feat's best dictionary K is built
+from Aachen's reference images (Table 3) -- and the attacker's public images are the bundled
+fixed split.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from pydantic import Field
+
+from vispriv.harness import CellContext, Dataset, FolderPath, Images, PluginConfig, Scene
+from vispriv.harness.data.bundled import square_resize
+from vispriv.harness.data.image_folder import list_images
+from vispriv.harness.errors import InputError
+from vispriv.plugins.descriptor_release.datasets import SCENARIO
+from vispriv.plugins.descriptor_release.localisation import LocalisationImages, LocalisationProtocol
+from vispriv.plugins.descriptor_release.localisation_map import load_photo
+from vispriv.plugins.descriptor_release.localisation_reader import QUERIES_FILE, Benchmark, read_benchmark
+from vispriv.plugins.descriptor_release.localisation_scene import DICTIONARY_DIR, RoomSceneConfig, scene_root
+from vispriv.plugins.descriptor_release.payloads import DescriptorPublic
+from vispriv.plugins.descriptor_release.sift import SiftConfig
+from vispriv.plugins.descriptor_release.splits import load_split
+
+#: Ground-truth file looked for when ``poses_file`` is not given (hloc format).
+DEFAULT_POSES_FILE = "queries_gt.txt"
+
+
+class Localisation(Dataset):
+    """Visual localisation benchmark (hloc layout) or the SIMULATED room; utility = % queries localised."""
+
+    class Config(PluginConfig):
+        root: FolderPath = Field("", description="benchmark folder: images/, sparse/, queries_with_intrinsics.txt; empty = SIMULATED room")
+        queries_file: str = Field(QUERIES_FILE, description="query list with intrinsics, relative to root")
+        poses_file: str | None = Field(
+            None, description=f"ground-truth query poses relative to root; None = {DEFAULT_POSES_FILE} when present"
+        )
+        poses_format: str = Field("hloc", pattern="^(hloc|cambridge)$", description="hloc: name qw qx qy qz tx ty tz; cambridge: dataset_test.txt")
+        limit_queries: int | None = Field(None, ge=1, description="only the first N queries (sorted as listed)")
+        size: int = Field(128, ge=32, le=1024, description="side of the square private images the attacks see")
+        lifting_dir: str | None = Field(
+            None, description="folder under images/ whose photos join the references as lifting images (the source of K); "
+            "None = images/dictionary/ when present"
+        )
+        lifting_size: int = Field(256, ge=32, le=4096, description="side of the reference photos as lifting images when sizes differ")
+        scene: RoomSceneConfig = Field(RoomSceneConfig(), description="the SIMULATED room (root empty)")
+        protocol: LocalisationProtocol = LocalisationProtocol()
+        sift: SiftConfig = SiftConfig()
+
+    name = "localisation"
+    version = "1.0"
+    scenario = SCENARIO
+    produces = (Images,)
+    description = (
+        "visual localisation benchmark in hloc's layout (images/, sparse/ COLMAP model, queries_with_intrinsics.txt) "
+        "or, without root, a SIMULATED ray-cast room; defenses' utility = % queries localised (pycolmap)"
+    )
+
+    def provenance(self) -> str:
+        if self.config.root:
+            return ""
+        return "SIMULATED room (ray-cast bundled photos, plugins/descriptor_release/localisation_scene.py), not real photos"
+
+    def benchmark(self, ctx: CellContext) -> Benchmark:
+        """The benchmark read from ``root`` or from the rendered SIMULATED room."""
+        cfg = self.config
+        root = Path(cfg.root).expanduser() if cfg.root else scene_root(cfg.scene, ctx.cache, ctx.progress)
+        poses = cfg.poses_file
+        if poses is None and (root / DEFAULT_POSES_FILE).is_file():
+            poses = DEFAULT_POSES_FILE
+        bench = read_benchmark(root, cfg.queries_file, poses, cfg.poses_format)
+        if cfg.limit_queries is not None:
+            bench.queries = bench.queries[: cfg.limit_queries]
+        return bench
+
+    def load(self, ctx: CellContext) -> Scene:
+        cfg = self.config
+        bench = self.benchmark(ctx)
+        private = LocalisationImages(
+            np.stack([square_resize(load_photo(bench.image_path(q), None)[0], cfg.size) for q in bench.queries]),
+            [q.name for q in bench.queries], benchmark=bench, protocol=cfg.protocol,
+        )
+        return Scene(private=private, public=DescriptorPublic(self._lifting(bench), load_split("public", cfg.size), cfg.sift))
+
+    def _lifting(self, bench: Benchmark) -> Images:
+        """The reference photos as they are when they share one size, else square-resized to ``lifting_size``."""
+        max_side = self.config.protocol.max_side
+        photos = [load_photo(bench.image_path(v), max_side)[0] for v in bench.references]
+        names = [v.name for v in bench.references]
+        folder = bench.images_dir / (self.config.lifting_dir or DICTIONARY_DIR)
+        if self.config.lifting_dir is not None and not folder.is_dir():
+            raise InputError(f"lifting_dir {str(folder)!r} is not a folder under images/")
+        if folder.is_dir():
+            extra = list_images(folder)
+            photos += [load_photo(p, max_side)[0] for p in extra]
+            names += [str(p.relative_to(bench.images_dir)) for p in extra]
+        if len({p.shape for p in photos}) != 1:
+            photos = [square_resize(p, self.config.lifting_size) for p in photos]
+        if not photos:
+            raise InputError("the localisation benchmark has no reference photo")
+        return Images(np.stack(photos), names)
