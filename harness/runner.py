@@ -140,7 +140,9 @@ def _run_with_parent(
             (result.finished if outcome.status == "FINISHED" else result.failed).append((cell, outcome))
             if bar is not None:
                 label = f"{cell.defense_label} | {cell.attack_label}"
-                bar.set_postfix_str(label[:60] if outcome.status == "FINISHED" else f"FAILED {label[:60]}")
+                if not isinstance(bar, LineProgress):
+                    label = label[:60]  # a bar redraws in one terminal line; a log line keeps the whole label
+                bar.set_postfix_str(label if outcome.status == "FINISHED" else f"FAILED {label}")
                 bar.update(1)
     except KeyboardInterrupt:
         tracker.end(parent, "KILLED")
