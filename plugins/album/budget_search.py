@@ -114,15 +114,17 @@ def branch_and_bound(
     # child_bar[r - 1, i]: the running-total threshold per place for the child that deletes
     # photo i with r - 1 deletions left (``left_j - B_ij >= R[i + 1, r - 1, j]``).
     child_bar = _rounded(np.stack([Bs + R[1:, k] for k in range(d)]).reshape(d * n, -1), down=True)
-    # A node is [p, bound, removed, rows, ahead]; ``ahead`` (None until evaluated) holds the
-    # best number of places possible over its leaf children, those children's numbers, and its
-    # child nodes whose bound beat the best count when it was evaluated (:func:`_evaluate`).
+    # A node is [p, bound, parent's removed, rows, ahead] (its removed adds row p - 1 of Bs to
+    # its parent's); ``ahead`` (None until evaluated, :func:`_evaluate`) holds the highest
+    # count of places with a non-negative running total over its leaf children (those that
+    # may beat the best count), their offsets and counts, and its child nodes whose bound
+    # beat the best count when it was evaluated.
     stack: list[list] = [[0, len(tot), np.zeros_like(tots), (), None]]
     frontier: list[list] = []
     nodes = 0
     while stack:
         node = stack.pop()
-        p, bound, removed, rows, ahead = node
+        p, bound, _, rows, ahead = node
         r = d - len(rows)
         if bound <= best_count or r == 0 or p == n:
             continue
