@@ -14,6 +14,14 @@ counted once per group of pairwise-conflicting places (:func:`conflict_groups`: 
 one place of a group beats). A node whose bound does not exceed the best count found is
 pruned.
 
+Speed (the search's decisions are unchanged): nodes are evaluated ahead of the depth-first
+search in batches of up to :data:`AHEAD_NODES` (the nodes created last and not evaluated
+yet), all their children's bounds in one array operation instead of a few small ones per
+node; the places are laid out in 8-byte words per group so that a boolean row read as
+``uint64`` gives the group hits and the place counts in a few word operations; and the
+bound test runs in single precision with the running totals rounded up and the thresholds
+rounded down, so it can only find more places possible than in double precision.
+
 Two exact reductions come first: places that beat (or cannot beat) under every
 admissible deletion set are counted (dropped) once, and a photo with ``A_ij >= 0`` on every
 remaining place is never deleted (dropping it from any ``D`` cannot make a place lose).
