@@ -38,6 +38,8 @@ import numpy as np
 NODE_LIMIT = 2_000_000
 #: Slack (relative to the largest column magnitude) on running totals: candidates and bounds only.
 TIE_TOLERANCE = 1e-9
+#: Total of the padding columns (never a place): finite in single precision, never possible.
+NEVER = -3e38
 
 
 def suffix_relief(B: np.ndarray, d: int) -> np.ndarray:
@@ -117,11 +119,11 @@ def branch_and_bound(
     columns, packing = _packed_layout(groups)
     Bs = np.zeros((n, len(columns)))
     Bs[:, columns >= 0] = B[:, columns[columns >= 0]]
-    tots = np.where(columns >= 0, tot[columns], -np.inf)
+    tots = np.where(columns >= 0, tot[columns], NEVER)
     R = suffix_relief(Bs, d)
     # child_bar[r - 1, i]: the running-total threshold per place for the child that deletes
     # photo i with r - 1 deletions left (``left_j - B_ij >= R[i + 1, r - 1, j]``).
-    child_bar = _rounded(np.stack([Bs + R[1:, k] for k in range(d)]).reshape(d * n, -1), down=True)
+    child_bar = _rounded_down(np.stack([Bs + R[1:, k] for k in range(d)]).reshape(d * n, -1))
     # A node is [p, bound, parent's removed, rows, ahead] (its removed adds row p - 1 of Bs to
     # its parent's); ``ahead`` (None until evaluated, :func:`_evaluate`) holds the highest
     # count of places with a non-negative running total over its leaf children (those that
@@ -198,7 +200,7 @@ def _evaluate_level(
     removed = np.stack([e[2] for e in level])
     moved = np.flatnonzero(depth)
     removed[moved] += Bs[firsts[moved] - 1]
-    left = _rounded(tots + tol - removed, down=False)
+    left = _rounded_up(tots + tol - removed)
     possible = np.repeat(left, counts, axis=0) >= np.take(child_bar, (d - depth[owner] - 1) * n + photo, axis=0)
     bounds, n_possible = _packed_hits(possible, packing)
     # Leaf children that may beat the best count: their number of places with a non-negative
@@ -206,7 +208,7 @@ def _evaluate_level(
     leaf = np.flatnonzero(n_possible > best_count)
     leaf_owner = owner[leaf]
     slack = (tots - removed + tol)[leaf_owner] - Bs[photo[leaf]]
-    approx = np.count_nonzero(slack >= 0, axis=1)
+    approx = (slack >= 0).view(np.uint8).sum(axis=1, dtype=np.intp)
     cuts = np.searchsorted(leaf_owner, np.arange(len(level) + 1))
     grow = (bounds > best_count) & (photo < n - 1) & (depth[owner] < d - 1)
     sel = np.flatnonzero(grow)
@@ -229,14 +231,18 @@ def _evaluate_level(
         e[4] = (mx, leaf_child[a:b], approx[a:b], ks)
 
 
-def _rounded(x: np.ndarray, down: bool) -> np.ndarray:
-    """``x`` in single precision, rounded down (``down``) or up: comparing a running total
-    rounded up with a threshold rounded down can only find more places possible, so the
-    bounds stay valid (never below the double-precision ones) at half the memory traffic."""
+def _rounded_down(x: np.ndarray) -> np.ndarray:
+    """``x`` in single precision, rounded down: comparing a running total rounded up
+    (:func:`_rounded_up`) with a threshold rounded down can only find more places possible,
+    so the bounds stay valid (never below the double-precision ones) at half the memory traffic."""
     single = x.astype(np.float32)
-    if down:
-        return np.where(single > x, np.nextafter(single, np.float32(-np.inf)), single)
-    return np.where(single < x, np.nextafter(single, np.float32(np.inf)), single)
+    return np.where(single > x, np.nextafter(single, np.float32(-np.inf)), single)
+
+
+def _rounded_up(x: np.ndarray) -> np.ndarray:
+    """``x`` in single precision, rounded up: raised by ``|x| 2^-23 + 2^-148`` first, more
+    than rounding to the nearest single (at most ``|x| 2^-24`` or ``2^-150``) can lower it."""
+    return (x + (np.abs(x) * 2.0**-23 + 2.0**-148)).astype(np.float32)
 
 
 def _packed_layout(groups: np.ndarray) -> tuple[np.ndarray, tuple[int, int, list[tuple[int, int]]]]:
