@@ -14,6 +14,14 @@ counted once per group of pairwise-conflicting places (:func:`conflict_groups`: 
 one place of a group beats). A node whose bound does not exceed the best count found is
 pruned.
 
+Speed (the search's decisions are unchanged): nodes are evaluated ahead of the depth-first
+search in batches of up to :data:`AHEAD_NODES` (the nodes created last and not evaluated
+yet), all their children's bounds in one array operation instead of a few small ones per
+node; the places are laid out in 8-byte words per group so that a boolean row read as
+``uint64`` gives the group hits and the place counts in a few word operations; and the
+bound test runs in single precision with the running totals rounded up and the thresholds
+rounded down, so it can only find more places possible than in double precision.
+
 Two exact reductions come first: places that beat (or cannot beat) under every
 admissible deletion set are counted (dropped) once, and a photo with ``A_ij >= 0`` on every
 remaining place is never deleted (dropping it from any ``D`` cannot make a place lose).
@@ -30,6 +38,8 @@ import numpy as np
 NODE_LIMIT = 2_000_000
 #: Slack (relative to the largest column magnitude) on running totals: candidates and bounds only.
 TIE_TOLERANCE = 1e-9
+#: Total of the padding columns (never a place): finite in single precision, never possible.
+NEVER = -3e38
 
 
 def suffix_relief(B: np.ndarray, d: int) -> np.ndarray:
@@ -106,32 +116,175 @@ def branch_and_bound(
         return best_rows, best_count, True
     tol = TIE_TOLERANCE * max(1.0, float(np.abs(B).sum(axis=0).max(initial=0.0)), float(np.abs(tot).max(initial=0.0)))
     groups = np.arange(len(tot)) if groups is None else np.asarray(groups)
-    order, n_single, ends = _group_layout(groups)
-    Bs, tots = B[:, order], tot[order]
-    RT = np.ascontiguousarray(suffix_relief(Bs, d).transpose(1, 0, 2))
-    stack: list[tuple[int, int, np.ndarray, tuple[int, ...]]] = [(0, len(tot), np.zeros_like(tots), ())]
+    columns, packing = _packed_layout(groups)
+    Bs = np.zeros((n, len(columns)))
+    Bs[:, columns >= 0] = B[:, columns[columns >= 0]]
+    tots = np.where(columns >= 0, tot[columns], NEVER)
+    R = suffix_relief(Bs, d)
+    # child_bar[r - 1, i]: the running-total threshold per place for the child that deletes
+    # photo i with r - 1 deletions left (``left_j - B_ij >= R[i + 1, r - 1, j]``).
+    child_bar = _rounded_down(np.stack([Bs + R[1:, k] for k in range(d)]).reshape(d * n, -1))
+    # A node is [p, bound, parent's removed, rows, ahead] (its removed adds row p - 1 of Bs to
+    # its parent's); ``ahead`` (None until evaluated, :func:`_evaluate`) holds the highest
+    # count of places with a non-negative running total over its leaf children (those that
+    # may beat the best count), their offsets and counts, and its child nodes whose bound
+    # beat the best count when it was evaluated.
+    stack: list[list] = [[0, len(tot), np.zeros_like(tots), (), None]]
+    frontier: list[list] = []
     nodes = 0
     while stack:
-        p, bound, removed, rows = stack.pop()
+        node = stack.pop()
+        p, bound, _, rows, ahead = node
         r = d - len(rows)
         if bound <= best_count or r == 0 or p == n:
             continue
         nodes += 1
         if nodes > node_limit or (nodes % 256 == 0 and time.perf_counter() >= deadline):
             return best_rows, best_count, False
-        slack = (tots - removed + tol)[None, :] - Bs[p:]
-        approx = np.count_nonzero(slack >= 0, axis=1)
-        if approx.max() > best_count:
-            for q in np.argsort(-approx, kind="stable"):
-                if approx[q] <= best_count:
+        if ahead is None:
+            _evaluate(node, frontier, child_bar, Bs, tots, tol, d, n, packing, best_count)
+            ahead = node[4]
+        most, leaves, approx, kids = ahead
+        if most > best_count:
+            for k in np.argsort(-approx, kind="stable"):
+                if approx[k] <= best_count:
                     break
-                exact = count(np.array([*rows, p + q]))
+                exact = count(np.array([*rows, p + leaves[k]]))
                 if exact > best_count:
-                    best_count, best_rows = exact, np.array([*rows, p + q])
-        bounds = _groups_hit(slack >= RT[r - 1, p + 1 : n + 1], n_single, ends)
-        for q in np.flatnonzero(bounds > best_count)[::-1]:
-            stack.append((p + int(q) + 1, int(bounds[q]), removed + Bs[p + q], (*rows, p + int(q))))
+                    best_count, best_rows = exact, np.array([*rows, p + leaves[k]])
+        stack.extend(kid for kid in reversed(kids) if kid[1] > best_count)
     return best_rows, best_count, True
+
+
+#: Nodes evaluated ahead together, at most (one array operation per level of the subtree).
+AHEAD_NODES = 128
+#: Children (rows of places) in one array operation, at most.
+AHEAD_ROWS = 2048
+
+
+def _evaluate(
+    node: list, frontier: list[list], child_bar: np.ndarray, Bs: np.ndarray, tots: np.ndarray, tol: float,
+    d: int, n: int, packing: tuple[int, int, list[tuple[int, int]]], best_count: int,
+) -> None:
+    """Evaluate ``node`` and, ahead of the depth-first search, up to :data:`AHEAD_NODES` - 1
+    more nodes with it in one array operation (:func:`_evaluate_level`): the nodes created
+    last by earlier evaluations and not evaluated yet (``frontier``, a stack; those the
+    best count has pruned meanwhile are dropped). Every decision stays the search's: a
+    node evaluated ahead is used when it is popped, its leaf children are counted and its
+    child nodes are pushed (bound above the best count) against the best count of that
+    moment, so the nodes expanded and the result are those of evaluating each node when it
+    is popped; only evaluations of nodes that a risen best count prunes are wasted."""
+    level, rows = [node], n - node[0]
+    while frontier and len(level) < AHEAD_NODES and rows < AHEAD_ROWS:
+        other = frontier.pop()
+        if other[4] is None and other[1] > best_count and other is not node:
+            level.append(other)
+            rows += n - other[0]
+    _evaluate_level(level, frontier, child_bar, Bs, tots, tol, d, n, packing, best_count)
+
+
+def _evaluate_level(
+    level: list[list], frontier: list[list], child_bar: np.ndarray, Bs: np.ndarray, tots: np.ndarray, tol: float,
+    d: int, n: int, packing: tuple[int, np.ndarray | None], best_count: int,
+) -> None:
+    """Bounds of the children of every node of ``level`` in one array operation: per node, the
+    most places possible over its leaf children, each leaf child's number of possible places
+    (an upper bound on the places beating after that deletion) and its child nodes with a
+    bound above ``best_count`` (unevaluated)."""
+    firsts = np.array([e[0] for e in level])
+    counts = n - firsts
+    offsets = np.cumsum(counts) - counts
+    owner = np.repeat(np.arange(len(level)), counts)
+    photo = np.arange(int(counts.sum())) - offsets[owner] + firsts[owner]
+    depth = np.array([len(e[3]) for e in level])
+    removed = np.stack([e[2] for e in level])
+    moved = np.flatnonzero(depth)
+    removed[moved] += Bs[firsts[moved] - 1]
+    left = _rounded_up(tots + tol - removed)
+    possible = np.repeat(left, counts, axis=0) >= np.take(child_bar, (d - depth[owner] - 1) * n + photo, axis=0)
+    bounds, n_possible = _packed_hits(possible, packing)
+    # Leaf children that may beat the best count: their number of places with a non-negative
+    # running total after the deletion (exactly as the search without look-ahead computes it).
+    leaf = np.flatnonzero(n_possible > best_count)
+    leaf_owner = owner[leaf]
+    slack = (tots - removed + tol)[leaf_owner] - Bs[photo[leaf]]
+    approx = (slack >= 0).view(np.uint8).sum(axis=1, dtype=np.intp)
+    cuts = np.searchsorted(leaf_owner, np.arange(len(level) + 1))
+    grow = (bounds > best_count) & (photo < n - 1) & (depth[owner] < d - 1)
+    sel = np.flatnonzero(grow)
+    kid_bound = bounds[sel].tolist()
+    kid_photo = photo[sel].tolist()
+    kid_owner = owner[sel].tolist()
+    kids: list[list[list]] = [[] for _ in level]
+    parent_removed = list(removed)
+    parent_rows = [e[3] for e in level]
+    for o, i, b in zip(kid_owner, kid_photo, kid_bound):
+        kids[o].append([i + 1, b, parent_removed[o], (*parent_rows[o], i), None])
+    for ks in kids:
+        frontier.extend(ks)
+    leaf_child = photo[leaf] - firsts[leaf_owner]
+    most = np.zeros(len(level), dtype=np.intp)
+    some = np.flatnonzero(cuts[1:] > cuts[:-1])
+    if len(some):
+        most[some] = np.maximum.reduceat(approx, cuts[some])
+    for e, mx, a, b, ks in zip(level, most.tolist(), cuts[:-1].tolist(), cuts[1:].tolist(), kids):
+        e[4] = (mx, leaf_child[a:b], approx[a:b], ks)
+
+
+def _rounded_down(x: np.ndarray) -> np.ndarray:
+    """``x`` in single precision, rounded down: comparing a running total rounded up
+    (:func:`_rounded_up`) with a threshold rounded down can only find more places possible,
+    so the bounds stay valid (never below the double-precision ones) at half the memory traffic."""
+    single = x.astype(np.float32)
+    return np.where(single > x, np.nextafter(single, np.float32(-np.inf)), single)
+
+
+def _rounded_up(x: np.ndarray) -> np.ndarray:
+    """``x`` in single precision, rounded up: raised by ``|x| 2^-23 + 2^-148`` first, more
+    than rounding to the nearest single (at most ``|x| 2^-24`` or ``2^-150``) can lower it."""
+    return (x + (np.abs(x) * 2.0**-23 + 2.0**-148)).astype(np.float32)
+
+
+def _packed_layout(groups: np.ndarray) -> tuple[np.ndarray, tuple[int, int, list[tuple[int, int]]]]:
+    """Column layout of the search's place arrays, for :func:`_packed_hits`, in 8-byte words
+    (a boolean row read as ``uint64`` words tells per word whether a member is possible): the
+    places alone in their group first, then one word per larger group holding its first 8
+    members, then the words of the members beyond 8; ``-1`` marks padding columns (a place
+    that can never beat). Also the number of words of lone places, the number of larger
+    groups and, per word beyond a group's first, (that word, its group), both counted from
+    the first group word."""
+    _, inverse, sizes = np.unique(groups, return_inverse=True, return_counts=True)
+    alone = np.flatnonzero(sizes[inverse] == 1)
+    larger = [np.flatnonzero(inverse == g) for g in np.flatnonzero(sizes > 1)]
+
+    def words(members: np.ndarray) -> list[np.ndarray]:
+        return [members, np.full(-len(members) % 8, -1)]
+
+    columns = words(alone)
+    for members in larger:
+        columns += words(members[:8])
+    extra = []
+    for g, members in enumerate(larger):
+        for start in range(8, len(members), 8):
+            extra.append((len(larger) + len(extra), g))
+            columns += words(members[start : start + 8])
+    return np.concatenate(columns).astype(np.intp), ((len(alone) + 7) // 8, len(larger), extra)
+
+
+def _packed_hits(possible: np.ndarray, packing: tuple[int, int, list[tuple[int, int]]]) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``possible`` (columns in :func:`_packed_layout` order, padding never possible):
+    the number of groups with a possible place, and the number of possible places (per word,
+    the byte sum of its 0/1 bytes is the top byte of the word times ``0x0101010101010101``)."""
+    single_words, n_groups, extra = packing
+    words = possible.view(np.uint64)
+    members = (words * np.uint64(0x0101010101010101)) >> np.uint64(56)
+    lone = members[:, :single_words].sum(axis=1)
+    n_possible = lone + members[:, single_words:].sum(axis=1)
+    grouped = words[:, single_words:]
+    hit = grouped[:, :n_groups].copy() if extra else grouped[:, :n_groups]
+    for word, group in extra:
+        hit[:, group] |= grouped[:, word]
+    return lone + np.count_nonzero(hit, axis=1), n_possible
 
 
 def _group_layout(groups: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:

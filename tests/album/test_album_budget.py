@@ -6,8 +6,16 @@ from itertools import product
 import numpy as np
 import pytest
 
-from vispriv.plugins.album import milp
-from vispriv.plugins.album.budget_search import _group_layout, _groups_hit, branch_and_bound, conflict_groups
+from vispriv.plugins.album import budget_search, milp
+from vispriv.plugins.album.budget_search import (
+    _group_layout,
+    _groups_hit,
+    _packed_hits,
+    _packed_layout,
+    branch_and_bound,
+    conflict_groups,
+    suffix_relief,
+)
 from vispriv.plugins.album.pruning import advantage, brute_force_budget, caps, protected_k
 from vispriv.plugins.album.surrogate import (
     LP_TOLERANCE,
@@ -200,3 +208,75 @@ def test_branch_and_bound_equals_the_papers_milp_and_brute_force_on_larger_album
         assert protected_k(A, fast.keep) == protected_k(A, naive.keep) == brute_force_budget(A, d)
         nonzero += int(protected_k(A, fast.keep) > protected_k(A, np.ones(len(A), bool)))
     assert grouped > 0 and nonzero > 0  # grouped bounds exercised, deletions that matter
+
+
+def test_packed_hits_count_groups_and_places():
+    rng = np.random.default_rng(21)
+    for _ in range(30):
+        m = int(rng.integers(1, 40))
+        groups = rng.integers(0, max(1, m // 3), m)
+        groups[: m // 2] = rng.choice([0, 1], m // 2)  # big groups: members beyond one word
+        possible = rng.random((6, m)) < 0.3
+        columns, packing = _packed_layout(groups)
+        packed = np.zeros((6, len(columns)), dtype=bool)
+        packed[:, columns >= 0] = possible[:, columns[columns >= 0]]
+        hit, n_possible = _packed_hits(packed, packing)
+        assert np.array_equal(hit, [len(np.unique(groups[row])) for row in possible])
+        assert np.array_equal(n_possible, possible.sum(axis=1))
+
+
+def _one_node_at_a_time(B, tot, d, best_count, groups):
+    """The search evaluating each node's children when it is popped (this package's search
+    before the look-ahead batches): the reference the batched search must equal exactly."""
+    n = len(B)
+    count = lambda rows: int(np.sum(tot - B[rows].sum(axis=0) >= 0))  # noqa: E731
+    best_rows = None
+    if count(np.zeros(0, dtype=int)) > best_count:
+        best_count, best_rows = count(np.zeros(0, dtype=int)), np.zeros(0, dtype=int)
+    tol = budget_search.TIE_TOLERANCE * max(1.0, float(np.abs(B).sum(axis=0).max()), float(np.abs(tot).max()))
+    order, n_single, ends = _group_layout(groups)
+    Bs, tots = B[:, order], tot[order]
+    RT = suffix_relief(Bs, d).transpose(1, 0, 2)
+    stack, nodes = [(0, len(tot), np.zeros_like(tots), ())], 0
+    while stack:
+        p, bound, removed, rows = stack.pop()
+        r = d - len(rows)
+        if bound <= best_count or r == 0 or p == n:
+            continue
+        nodes += 1
+        slack = (tots - removed + tol)[None, :] - Bs[p:]
+        approx = np.count_nonzero(slack >= 0, axis=1)
+        for q in np.argsort(-approx, kind="stable"):
+            if approx[q] <= best_count:
+                break
+            exact = count(np.array([*rows, p + q]))
+            if exact > best_count:
+                best_count, best_rows = exact, np.array([*rows, p + q])
+        bounds = _groups_hit(slack >= RT[r - 1, p + 1 : n + 1], n_single, ends)
+        for q in np.flatnonzero(bounds > best_count)[::-1]:
+            stack.append((p + int(q) + 1, int(bounds[q]), removed + Bs[p + q], (*rows, p + int(q))))
+    return best_rows, best_count, nodes
+
+
+@pytest.mark.parametrize("ahead", [1, 3, budget_search.AHEAD_NODES])
+def test_batched_search_equals_the_one_node_at_a_time_search(ahead, monkeypatch):
+    """Same deletion set (ties included), same count and same number of nodes expanded as
+    the search that evaluates one node at a time, for any look-ahead batch size."""
+    monkeypatch.setattr(budget_search, "AHEAD_NODES", ahead)
+    rng = np.random.default_rng(22)
+    for trial in range(40):
+        n, m, d = int(rng.integers(2, 12)), int(rng.integers(1, 30)), int(rng.integers(1, 6))
+        B = rng.integers(-3, 4, (n, m)).astype(float) if trial % 2 else rng.normal(0, 1, (n, m))
+        tot = B.sum(axis=0) + rng.normal(0, 0.5, m) * (trial % 2 == 0)
+        groups = rng.integers(0, max(1, m // 2), m)
+        start = int(rng.integers(-1, m))
+        expanded = []
+        got_rows, got_count, got_proven = branch_and_bound(B, tot, d, start, 1e18, groups=groups, node_limit=10**9)
+        rows, count, nodes = _one_node_at_a_time(B, tot, d, start, groups)
+        assert got_proven and got_count == count
+        assert (got_rows is None) == (rows is None)
+        if rows is not None:
+            assert np.array_equal(got_rows, rows)
+        for node_limit in (nodes, nodes - 1):
+            expanded.append(branch_and_bound(B, tot, d, start, 1e18, groups=groups, node_limit=node_limit)[2])
+        assert expanded == [True, nodes == 0]
