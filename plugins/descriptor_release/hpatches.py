@@ -46,9 +46,10 @@ from pydantic import Field
 
 from vispriv.harness import Cache, CellContext, Dataset, FolderPath, Images, PluginConfig, Scene
 from vispriv.harness.data.bundled import square_resize
-from vispriv.harness.data.image_folder import list_images, load_image_folder, read_image, split_files
+from vispriv.harness.data.image_folder import list_images, load_image_folder, split_files
 from vispriv.harness.errors import ConfigError, InputError
 from vispriv.plugins.descriptor_release.datasets import SCENARIO
+from vispriv.plugins.descriptor_release.frames import read_at_most
 from vispriv.plugins.descriptor_release.matching import (
     DistanceFn,
     MatchingConfig,
@@ -137,19 +138,9 @@ def read_sequences(root: str | Path, exclude: tuple[str, ...] = HIGH_RES_SEQUENC
 
 def read_frame(path: Path, max_side: int | None) -> tuple[np.ndarray, tuple[float, float], tuple[int, int]]:
     """An image at most ``max_side`` px on its longer side: (image, scale (sx, sy), original (H, W))."""
-    from skimage.transform import resize
-
-    try:
-        image = read_image(path)
-    except Exception as exc:  # noqa: BLE001 -- any decoder failure means "unreadable"
-        raise InputError(f"hpatches image {path} cannot be read ({type(exc).__name__})") from None
-    h0, w0 = image.shape[:2]
-    if max_side is None or max(h0, w0) <= max_side:
-        return image, (1.0, 1.0), (h0, w0)
-    f = max_side / max(h0, w0)
-    h, w = max(1, round(h0 * f)), max(1, round(w0 * f))
-    small = resize(image, (h, w), anti_aliasing=True, preserve_range=True).astype(np.float32)
-    return small, (w / w0, h / h0), (h0, w0)
+    image, _, (h0, w0) = read_at_most(path, max_side, "hpatches image")
+    h, w = image.shape[:2]
+    return image, (w / w0, h / h0), (h0, w0)
 
 
 def to_original(keypoints: np.ndarray, scale: tuple[float, float]) -> np.ndarray:

@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from vispriv.harness import Cache, Images
-from vispriv.harness.data.image_folder import read_image
 from vispriv.harness.errors import InputError
+from vispriv.plugins.descriptor_release.frames import read_at_most
 from vispriv.plugins.descriptor_release.localisation_reader import Benchmark, View, pycolmap_camera
 from vispriv.plugins.descriptor_release.matching import pair_distance, ratio_match
 from vispriv.plugins.descriptor_release.payloads import DESCRIPTOR_DIM, RawFeatures
@@ -62,18 +62,8 @@ class LocalisationMap:
 
 def load_photo(path: Path, max_side: int | None) -> tuple[np.ndarray, float]:
     """A photo in [0, 1] RGB, at most ``max_side`` px on its longer side, and the scale applied."""
-    from skimage.transform import resize
-
-    try:
-        image = read_image(path)
-    except Exception as exc:  # noqa: BLE001 -- any decoder failure means "unreadable"
-        raise InputError(f"localisation photo {path} cannot be read ({type(exc).__name__})") from None
-    h, w = image.shape[:2]
-    if max_side is None or max(h, w) <= max_side:
-        return image, 1.0
-    f = max_side / max(h, w)
-    small = resize(image, (max(1, round(h * f)), max(1, round(w * f))), anti_aliasing=True, preserve_range=True)
-    return small.astype(np.float32), f
+    image, f, _ = read_at_most(path, max_side, "localisation photo")
+    return image, f
 
 
 def view_features(path: Path, name: str, sift_cfg: SiftConfig, max_side: int | None, cache: Cache | None) -> RawFeatures:
