@@ -201,7 +201,12 @@ def _evaluate_level(
     moved = np.flatnonzero(depth)
     removed[moved] += Bs[firsts[moved] - 1]
     left = _rounded_up(tots + tol - removed)
-    possible = np.repeat(left, counts, axis=0) >= np.take(child_bar, (d - depth[owner] - 1) * n + photo, axis=0)
+    # Per node, its children's thresholds are one contiguous block of ``child_bar`` (photos
+    # ``first .. n - 1`` at its depth): compared in place, with no gathered copies.
+    possible = np.empty((len(photo), child_bar.shape[1]), dtype=bool)
+    starts = ((d - depth - 1) * n + firsts).tolist()
+    for row, start, a, c in zip(left, starts, offsets.tolist(), counts.tolist()):
+        np.greater_equal(row, child_bar[start : start + c], out=possible[a : a + c])
     bounds, n_possible = _packed_hits(possible, packing)
     # Leaf children that may beat the best count: their number of places with a non-negative
     # running total after the deletion (exactly as the search without look-ahead computes it).
