@@ -29,6 +29,7 @@ remaining place is never deleted (dropping it from any ``D`` cannot make a place
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable
 
@@ -129,7 +130,24 @@ def branch_and_bound(
     # count of places with a non-negative running total over its leaf children (those that
     # may beat the best count), their offsets and counts, and its child nodes whose bound
     # beat the best count when it was evaluated.
-    stack: list[list] = [[0, len(tot), np.zeros_like(tots), (), None]]
+    # The search creates about one list per node and no reference cycles: the cyclic garbage
+    # collector, triggered by those allocations, would only rescan the growing stack.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _search(Bs, tots, child_bar, tol, d, n, packing, best_rows, best_count, deadline, node_limit, count, len(tot))
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _search(
+    Bs: np.ndarray, tots: np.ndarray, child_bar: np.ndarray, tol: float, d: int, n: int,
+    packing: tuple[int, int, list[tuple[int, int]]], best_rows: np.ndarray | None, best_count: int,
+    deadline: float, node_limit: int, count: Callable[[np.ndarray], int], n_places: int,
+) -> tuple[np.ndarray | None, int, bool]:
+    """The depth-first search of :func:`branch_and_bound` on its prepared arrays."""
+    stack: list[list] = [[0, n_places, np.zeros_like(tots), (), None]]
     frontier: list[list] = []
     nodes = 0
     while stack:
@@ -157,9 +175,9 @@ def branch_and_bound(
 
 
 #: Nodes evaluated ahead together, at most (one array operation per level of the subtree).
-AHEAD_NODES = 128
+AHEAD_NODES = 256
 #: Children (rows of places) in one array operation, at most.
-AHEAD_ROWS = 2048
+AHEAD_ROWS = 4096
 
 
 def _evaluate(
