@@ -20,7 +20,10 @@ yet), all their children's bounds in one array operation instead of a few small 
 node; the places are laid out in 8-byte words per group so that a boolean row read as
 ``uint64`` gives the group hits and the place counts in a few word operations; and the
 bound test runs in single precision with the running totals rounded up and the thresholds
-rounded down, so it can only find more places possible than in double precision.
+rounded down, so it can only find more places possible than in double precision. Each
+node's children are compared in place with their block of thresholds (contiguous per
+depth), and the cyclic garbage collector is paused during the search (one list per node,
+no reference cycles).
 
 Two exact reductions come first: places that beat (or cannot beat) under every
 admissible deletion set are counted (dropped) once, and a photo with ``A_ij >= 0`` on every
@@ -125,11 +128,6 @@ def branch_and_bound(
     # child_bar[r - 1, i]: the running-total threshold per place for the child that deletes
     # photo i with r - 1 deletions left (``left_j - B_ij >= R[i + 1, r - 1, j]``).
     child_bar = _rounded_down(np.stack([Bs + R[1:, k] for k in range(d)]).reshape(d * n, -1))
-    # A node is [p, bound, parent's removed, rows, ahead] (its removed adds row p - 1 of Bs to
-    # its parent's); ``ahead`` (None until evaluated, :func:`_evaluate`) holds the highest
-    # count of places with a non-negative running total over its leaf children (those that
-    # may beat the best count), their offsets and counts, and its child nodes whose bound
-    # beat the best count when it was evaluated.
     # The search creates about one list per node and no reference cycles: the cyclic garbage
     # collector, triggered by those allocations, would only rescan the growing stack.
     collecting = gc.isenabled()
@@ -147,6 +145,11 @@ def _search(
     deadline: float, node_limit: int, count: Callable[[np.ndarray], int], n_places: int,
 ) -> tuple[np.ndarray | None, int, bool]:
     """The depth-first search of :func:`branch_and_bound` on its prepared arrays."""
+    # A node is [p, bound, parent's removed, rows, ahead] (its removed adds row p - 1 of Bs to
+    # its parent's); ``ahead`` (None until evaluated, :func:`_evaluate`) holds the highest
+    # count of places with a non-negative running total over its leaf children (those that
+    # may beat the best count), their offsets and counts, and its child nodes whose bound
+    # beat the best count when it was evaluated.
     stack: list[list] = [[0, n_places, np.zeros_like(tots), (), None]]
     frontier: list[list] = []
     nodes = 0

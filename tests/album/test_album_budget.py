@@ -1,6 +1,7 @@
 """The exact deletion-budget solver (problem 4) against brute force: margins, user keeps, ties,
 both exact searches, and time limits that cut the search."""
 
+import gc
 from itertools import product
 
 import numpy as np
@@ -280,3 +281,17 @@ def test_batched_search_equals_the_one_node_at_a_time_search(ahead, monkeypatch)
         for node_limit in (nodes, nodes - 1):
             expanded.append(branch_and_bound(B, tot, d, start, 1e18, groups=groups, node_limit=node_limit)[2])
         assert expanded == [True, nodes == 0]
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_search_restores_the_garbage_collector(enabled):
+    """The cyclic collector paused during the search comes back as it was, also on a timeout."""
+    B = np.array([[1.0, -2.0], [-1.0, 1.0], [0.5, -0.5]])
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        for deadline in (1e18, 0.0):
+            branch_and_bound(B, B.sum(axis=0), 2, -1, deadline)
+            assert gc.isenabled() == enabled
+    finally:
+        (gc.enable if was else gc.disable)()
