@@ -1,4 +1,4 @@
-"""Calibrate |V| and |U| of the database attack (ldp-feat.md section 4.1) on photos the attacker owns.
+"""Calibrate |V| and |U| of the database attack (LDP-Feat (ICCV 2023) section 4.1) on photos the attacker owns.
 
 The paper fixes neither |V| (the W rows nearest to D after the adversarial ones) nor |U|
 (how many of them, the farthest from the adversarial rows, enter Eq. (1)). An attacker

@@ -1,4 +1,4 @@
-"""Two leaks of the published average that DPHE's encryption does not cover (issue 14 items 2 and 5).
+"""Two leaks of the published average that DPHE's encryption does not cover.
 
 1. ``isolation`` -- how often the ``average-isolation`` attack recovers a user's training
    sample from the published averages alone: per (N, reg), the share of rounds it claims

@@ -1,4 +1,4 @@
-"""Levers of the inversion attack (issue 4, "How strong it has to be"), measured on 2 CPU cores.
+"""Levers of the inversion attack, measured on 2 CPU cores.
 
 Trains the sparse-SIFT inversion U-Net on the bundled ``public`` (+ ``lifting``) photos of
 vispriv.plugins.descriptor_release.splits (real photos, nothing simulated) under several

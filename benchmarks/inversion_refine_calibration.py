@@ -1,4 +1,4 @@
-"""Calibrate the inversion's refinement on photos the attacker owns (issue 12, session 8).
+"""Calibrate the inversion's refinement on photos the attacker owns.
 
 The refinement's settings (steps, weights, what a recovered release is matched against) were
 first compared on Table 1's private test crops. An attacker can choose them without any

@@ -1,4 +1,4 @@
-"""Descriptor-matching refinement settings scored on Table 1's own test crops (issue 12, session 7).
+"""Descriptor-matching refinement settings scored on Table 1's own test crops.
 
 Loads (or trains) ``invert-raw``'s network for examples/table1_inversion.yaml's dataset block
 (bundled-images, size 128, test_grid 4, SIFT max_keypoints 2048), takes its estimate of the

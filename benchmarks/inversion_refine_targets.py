@@ -1,4 +1,4 @@
-"""What the refinement should match for a lifted release, scored on Table 1's test crops (issue 12, session 8).
+"""What the refinement should match for a lifted release, scored on Table 1's test crops.
 
 Lifts the 64 test crops of examples/table1_inversion.yaml (bundled-images, size 128,
 test_grid 4, SIFT max_keypoints 2048) with sub-hybrid lifting at m = 2 and W of 4,096 rows,

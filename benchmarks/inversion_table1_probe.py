@@ -1,4 +1,4 @@
-"""One inversion setting scored on Table 1's own test crops (issue 12 lever probe).
+"""One inversion setting scored on Table 1's own test crops (a lever probe).
 
 Trains the sparse-SIFT U-Net of ``invert-raw`` on the bundled ``public`` photos (the
 attacker's set; ``--sets public,lifting`` for the stronger opt-in attacker) at side

@@ -1,4 +1,4 @@
-"""LDP-Feat step 1 (ldp-feat.md section 5.2): nearest-neighbour quantisation to |K| = 256k x 128.
+"""LDP-Feat step 1 (LDP-Feat (ICCV 2023) section 5.2): nearest-neighbour quantisation to |K| = 256k x 128.
 
 Measures, in one process and with the same thread count, descriptors per second of exact
 brute force (faiss IndexFlatL2) and of fixed IVF and HNSW indexes (vispriv.plugins.descriptor_release.

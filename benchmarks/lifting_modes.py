@@ -1,5 +1,5 @@
 """Database and clustering attacks in every lifting mode, with the adversarial-row count the
-release implies versus the old default floor(m/2) (issue 14 item 6).
+release implies versus the old default floor(m/2).
 
 Per mode: median cosine of the estimate with the true descriptor, and the share of
 estimates that *are* an adversarial row (cosine > 0.99 with one of them). Bundled images

@@ -6,7 +6,7 @@ Prints, in one run and one process:
   all cores, wall-clock);
 * the online cost per value (fixed-point encoding + one product mod n^2) and its ratio
   to the baseline;
-* for D = 2048 features x 101 classes (dphe.md Table 2) at 0 %, 80 % and 95 % sparsity
+* for D = 2048 features x 101 classes (DPHE (ICCV 2017) Table 2) at 0 %, 80 % and 95 % sparsity
   with M = ceil(0.1 D NC): values encrypted (shards x M), the *measured* online time of
   the whole update, and offline / plain-phe totals *extrapolated* from the per-value
   costs above (state so when quoting them; pass --full to measure the offline pool for

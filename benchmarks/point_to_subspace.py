@@ -1,6 +1,6 @@
 """Point-to-subspace distances: batched kernel vs a per-subspace numpy loop vs a plain matmul.
 
-The hot path of the database / clustering / nearest attacks (ldp-feat.md sections 4.1-4.2):
+The hot path of the database / clustering / nearest attacks (LDP-Feat (ICCV 2023) sections 4.1-4.2):
 every lifted subspace D against a whole database W, ``||w - c||^2 - ||B (w - c)||^2``, keeping
 the n nearest rows. Measured in one process, on random data (speed only):
 

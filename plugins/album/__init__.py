@@ -1,6 +1,6 @@
 """Album sharing: geolocation of photo collections and album pruning as the defense.
 
-Paper: /work/shared/papers/geolocation-album-pruning.md (Yang, Chakrabarti, Vorobeychik,
+Paper: "Protecting Geolocation Privacy of Photo Collections" (Yang, Chakrabarti, Vorobeychik,
 AAAI 2020). Modules: payloads, world (the SIMULATED default data), manifest + partition
 (the CSV real-data path), classifier (Lightning), data (training pairs, collections),
 pruning (greedy, top-1 exact, brute force), milp (naive and fast MILPs), dataset.

@@ -1,4 +1,4 @@
-"""Payloads of the album-sharing scenario (geolocation-album-pruning.md, sections 2 and 5).
+"""Payloads of the album-sharing scenario (album pruning (AAAI 2020), sections 2 and 5).
 
 Photos of many albums are stored flat: album ``a`` owns rows ``offsets[a]:offsets[a+1]``
 of ``features`` (per-photo image features, the classifier's input). Places are indices

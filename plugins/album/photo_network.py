@@ -1,6 +1,6 @@
 """Per-photo features from a small CNN trained from scratch with Lightning (album-photos, ``features: network``).
 
-geolocation-album-pruning.md section 5 classifies photos into the 512 cells with a VGG-16
+album pruning (AAAI 2020) section 5 classifies photos into the 512 cells with a VGG-16
 fine-tuned on 750k Flickr photos. Nothing pretrained can be downloaded here, so this is a
 small network trained from random weights on the TRAINING photos only (never on the test
 photos the albums are drawn from) to predict each photo's cell; its globally pooled last

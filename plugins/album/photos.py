@@ -5,7 +5,7 @@ Layout: ``<root>/<owner>/.../*.jpg`` (any depth). For each photo:
 * **place** -- the EXIF GPS IFD (Pillow ``Image.getexif().get_ifd(IFD.GPSInfo)``: tags 1-4,
   degrees/minutes/seconds with N/S, E/W references). Places are the same adaptive equal-count
   cells of the training coordinates as the CSV path (:mod:`~vispriv.plugins.album.partition`,
-  geolocation-album-pruning.md section 5, "Datasets and Discretized Locations").
+  album pruning (AAAI 2020) section 5, "Datasets and Discretized Locations").
 * **album** -- the owner (the first folder under ``root``; photos directly in ``root`` share
   one owner) and the EXIF capture time (``DateTimeOriginal``, else ``DateTime``): an owner's
   photos sorted by time start a new album after a gap of more than ``album_gap_hours``. The

@@ -1,6 +1,6 @@
 """Score algebra and the combinatorial (non-MILP) pruning algorithms.
 
-Paper: geolocation-album-pruning.md, section 2 ("Location Privacy by Selecting Images for
+Paper: Yang, Chakrabarti & Vorobeychik, AAAI 2020, section 2 ("Location Privacy by Selecting Images for
 Deletion") and section 4. Notation used throughout this package:
 
 * ``S`` -- per-photo log-probabilities over the M places, shape (N, M) (``S_i^j`` of eq. 1);

@@ -1,4 +1,4 @@
-"""Isolating one user's update from the published average alone (issue 14 item 5; beyond dphe.md section 2.5).
+"""Isolating one user's update from the published average alone (beyond DPHE (ICCV 2017) section 2.5).
 
 Threat model: any party -- the aggregator, the key generator, a user, an outsider -- that
 sees the published averages w̄_0..w̄_T and the public protocol (loss, lr, lam, alpha). It

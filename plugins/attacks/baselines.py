@@ -1,4 +1,4 @@
-"""Yardstick attacks of the image-inversion tables (issue 12): what SSIM means without information.
+"""Yardstick attacks of the image-inversion tables: what SSIM means without information.
 
 * ``flat-grey`` -- every image estimated by one flat grey level, the mean brightness of the
   scene's public images: a real attacker's floor (it uses nothing the release carries).

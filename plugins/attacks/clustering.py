@@ -1,4 +1,4 @@
-"""``clustering``: the clustering attack of ldp-feat.md section 4.2 (no access to W).
+"""``clustering``: the clustering attack of LDP-Feat (ICCV 2023) section 4.2 (no access to W).
 
 Threat model: the attacker holds the release and its own public database Z (SIFT of the
 scene's ``public`` images), never W. Q, the auxiliary subspaces, are the other subspaces of

@@ -1,4 +1,4 @@
-"""``database``: the database attack of ldp-feat.md section 4.1 (the attacker has the lifting database W).
+"""``database``: the database attack of LDP-Feat (ICCV 2023) section 4.1 (the attacker has the lifting database W).
 
 Threat model: the attacker holds the release and W (``affine-lifting`` ``publish_database``),
 nothing else. Step 2 takes as adversarial rows the ``n_adv`` rows of W on the subspace:

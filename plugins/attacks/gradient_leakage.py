@@ -1,4 +1,4 @@
-"""Gradient-leakage attack on federated classifier updates (dphe.md appendix A.2).
+"""Gradient-leakage attack on federated classifier updates (DPHE (ICCV 2017) appendix A.2).
 
 The adversary is the aggregator (or a user intercepting traffic) and holds whatever the
 release gives it, plus the public initialisation set and standardisation:

@@ -1,4 +1,4 @@
-"""Direct image inversion attacks of the descriptor-release scenario (ldp-feat.md 6.1, 6.3; ref [30]).
+"""Direct image inversion attacks of the descriptor-release scenario (LDP-Feat (ICCV 2023) 6.1, 6.3; ref [30]).
 
 Each attack trains (once; the checkpoint is cached by content) a sparse-feature U-Net on
 features of the public images (``DescriptorPublic.public``) made the way the matching
@@ -31,7 +31,7 @@ estimates with RGB truth in grey.
 
 What the network trains on (the threat model): by default only the attacker's own public
 images (``DescriptorPublic.public``), the set the clustering and nearest attacks draw Z
-from; ldp-feat.md section 6.1 trains on MegaDepth, disjoint from the test images and from
+from; LDP-Feat (ICCV 2023) section 6.1 trains on MegaDepth, disjoint from the test images and from
 the photos W was built from. The lifting images (``DescriptorPublic.lifting``, the
 defender's photos behind W) are *not* granted by any attack's threat model -- not even the
 database attack's, which holds W's centroids, not the photos -- so ``train_on: [public,

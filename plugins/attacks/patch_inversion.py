@@ -1,4 +1,4 @@
-"""``invert-patches``: training-free image inversion from local descriptors (issue 12).
+"""``invert-patches``: training-free image inversion from local descriptors.
 
 After Weinzaepfel, Jégou and Pérez, "Reconstructing an image from its local descriptors",
 CVPR 2011: each released keypoint gets the patch of its nearest public descriptor (a

@@ -1,4 +1,4 @@
-"""``affine-lifting``: adversarial affine subspace embedding of descriptors (ref [11]; ldp-feat.md section 3).
+"""``affine-lifting``: adversarial affine subspace embedding of descriptors (ref [11]; LDP-Feat (ICCV 2023) section 3).
 
 Every SIFT descriptor d becomes an m-dimensional affine subspace D containing it, built from
 ``n_adv`` rows of a lifting database W (random: 0, hybrid / sub-hybrid: floor(m/2),

@@ -1,4 +1,4 @@
-"""Album pruning (geolocation-album-pruning.md sections 2 and 4): delete photos so that
+"""Album pruning (album pruning (AAAI 2020) sections 2 and 4): delete photos so that
 the true place leaves the top-k of a location classifier.
 
 Modes: ``greedy`` / ``greedy-budget`` (the paper's baseline, section 3), ``top1-exact``

@@ -1,4 +1,4 @@
-"""The differential-privacy baselines of dphe.md section 3.1: PRR10 [49] and RA12 [52].
+"""The differential-privacy baselines of DPHE (ICCV 2017) section 3.1: PRR10 [49] and RA12 [52].
 
 Both follow the paper's description; the noise calibrations are those of the cited
 papers as summarised here (simplified, and labelled so in docs/federated.md):

@@ -1,4 +1,4 @@
-"""DPHE: doubly permuted homomorphic encryption of sparse updates (dphe.md Algorithm 1).
+"""DPHE: doubly permuted homomorphic encryption of sparse updates (DPHE (ICCV 2017) Algorithm 1).
 
 The release is what the aggregator holds: every message's ciphertexts zeta(v) and
 doubly permuted indices Phi(K), the public key n, and the published averages. Never the

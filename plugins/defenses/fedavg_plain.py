@@ -1,4 +1,4 @@
-"""Plain federated averaging (dphe.md section 2.1): the aggregator sees every update."""
+"""Plain federated averaging (DPHE (ICCV 2017) section 2.1): the aggregator sees every update."""
 
 from __future__ import annotations
 

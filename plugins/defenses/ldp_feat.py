@@ -1,4 +1,4 @@
-"""Defense ``ldp-feat``: descriptors with local differential privacy (ldp-feat.md section 5, S1).
+"""Defense ``ldp-feat``: descriptors with local differential privacy (LDP-Feat (ICCV 2023) section 5, S1).
 
 Every SIFT descriptor d of the private images is quantised to its nearest neighbour d' in a
 public dictionary K and replaced by an m-subset Z of K drawn by the omega-subset mechanism
@@ -276,7 +276,7 @@ def candidate_distance(a: object, a_rows: np.ndarray, b: object, b_rows: np.ndar
 
 
 def word_distance(quant: ldp.Quantiser | None):
-    """Distance for vocabulary matching (ldp-feat.md Table 3; Nister and Stewenius [28]).
+    """Distance for vocabulary matching (LDP-Feat (ICCV 2023) Table 3; Nister and Stewenius [28]).
 
     A reference descriptor's visual word is its nearest dictionary id under the same fixed
     quantiser as the release (the server knows K and its own raw reference descriptors);

@@ -36,7 +36,7 @@ def recovered(release: LiftedFeatures, descriptors: np.ndarray, candidates: np.n
 def adversarial_count(release: LiftedFeatures, override: int | None, attack: str) -> int | None:
     """How many of the m directions are lifting-database rows: the config's ``n_adversarial``,
     else what the release's public lifting mode implies (random 0, hybrid / sub-hybrid
-    floor(m/2), adversarial m; ldp-feat.md section 3.1, ref [11]); ``None`` when neither says."""
+    floor(m/2), adversarial m; LDP-Feat (ICCV 2023) section 3.1, ref [11]); ``None`` when neither says."""
     if override is not None:
         if override > release.m:
             raise InputError(f"{attack}: n_adversarial = {override} exceeds the subspace dimension m = {release.m}")

@@ -1,4 +1,4 @@
-"""Dataset plugins of the descriptor-release scenario (ldp-feat.md section 6.1).
+"""Dataset plugins of the descriptor-release scenario (LDP-Feat (ICCV 2023) section 6.1).
 
 Both yield ``Scene(private=Images, public=DescriptorPublic(lifting, public, sift))``: the
 private test images, and two image sets disjoint from them and from each other -- the

@@ -1,4 +1,4 @@
-"""Descriptor dictionaries ("databases"): spherical k-means with faiss (ldp-feat.md section 6.1).
+"""Descriptor dictionaries ("databases"): spherical k-means with faiss (LDP-Feat (ICCV 2023) section 6.1).
 
 The paper builds its lifting database W (256k) and the attacker's public database Z (128k)
 by spherical k-means [4] of SIFT descriptors of two disjoint Places365 image sets. We do
@@ -6,7 +6,7 @@ the same on whatever images a dataset provides (the bundled photos support hundr
 few thousand centroids; :func:`augment_images` multiplies their descriptors by crops,
 rotations and rescalings).
 
-Public API (stable; issue 5 builds on it)::
+Public API (stable; the recovery attacks build on it)::
 
     spherical_kmeans(descriptors, k, seed, niter=20) -> np.ndarray   # (k, 128) float32, unit rows
     nearest_neighbours(queries, database, n) -> (distances, indices)  # exact L2, faiss

@@ -236,7 +236,7 @@ class HPatches(Dataset):
 
     The public side (the defender's lifting images and the attacker's public images) is the
     bundled fixed split (:mod:`~vispriv.plugins.descriptor_release.splits`) or, with
-    ``public_root``, a folder of other photos (e.g. Places365 or MegaDepth, ldp-feat.md
+    ``public_root``, a folder of other photos (e.g. Places365 or MegaDepth, LDP-Feat (ICCV 2023)
     section 6.1) split in two halves by a hash of each path.
     """
 

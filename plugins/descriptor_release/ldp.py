@@ -1,4 +1,4 @@
-"""LDP-Feat: the omega-subset mechanism on a descriptor dictionary (ldp-feat.md section 5, S1).
+"""LDP-Feat: the omega-subset mechanism on a descriptor dictionary (LDP-Feat (ICCV 2023) section 5, S1).
 
 A client privatises every descriptor ``d`` in three steps (section 5.2):
 

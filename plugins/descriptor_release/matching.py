@@ -1,4 +1,4 @@
-"""Utility of a descriptor defense: matching + geometric verification (ldp-feat.md sections 3, 6.2).
+"""Utility of a descriptor defense: matching + geometric verification (LDP-Feat (ICCV 2023) sections 3, 6.2).
 
 A defense is useful when a server can still match the protected features of a query image
 against raw features of a reference image and verify the match geometrically. This
@@ -24,7 +24,7 @@ Matching is the mutual nearest neighbour with Lowe's ratio test on the distance 
 ``DistanceFn`` returns: Euclidean raw-to-raw, point-to-subspace raw-to-lifted,
 subspace-to-subspace lifted-to-lifted (:func:`pair_distance`, ref [11]).
 
-Public API (stable; issue 5 builds on it)::
+Public API (stable; the recovery attacks build on it)::
 
     evaluate_utility(images, sift_cfg, protect, cfg, seed, distance=pair_distance,
                      protect_reference=False, cache=None) -> dict[str, float]

@@ -1,4 +1,4 @@
-"""Public patch database and patch pasting of ``invert-patches`` (issue 12).
+"""Public patch database and patch pasting of ``invert-patches``.
 
 After Weinzaepfel, Jégou and Pérez, "Reconstructing an image from its local descriptors",
 CVPR 2011: every keypoint of the public images gives a database row (its SIFT descriptor,

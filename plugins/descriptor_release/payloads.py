@@ -1,4 +1,4 @@
-"""Payloads of the descriptor-release scenario (ldp-feat.md sections 3-5).
+"""Payloads of the descriptor-release scenario (LDP-Feat (ICCV 2023) sections 3-5).
 
 Features of many images are stored flat: row ``i`` of every per-keypoint array belongs to
 image ``image_index[i]`` (an index into ``image_ids``). Flat arrays let the hot paths
@@ -6,7 +6,7 @@ image ``image_index[i]`` (an index into ``image_ids``). Flat arrays let the hot 
 Keypoints are (x, y) pixel coordinates in an image of size ``image_size`` = (H, W).
 Each keypoint may also carry its detector scale (pixels, the LAF scale) and orientation
 (degrees): COLMAP stores and releases both beside the location, and every defense of
-ldp-feat.md protects the descriptor only, so the geometry travels from the raw features
+LDP-Feat (ICCV 2023) protects the descriptor only, so the geometry travels from the raw features
 into every release and every estimate built on one (``None`` when unknown, e.g. for
 features made outside :func:`~vispriv.plugins.descriptor_release.sift.extract_features`).
 """
@@ -112,7 +112,7 @@ class RawFeatures(_Keypointed):
 
 @dataclass
 class RecoveredFeatures(RawFeatures):
-    """Descriptors a recovery attack estimated from a lifted release (ldp-feat.md section 4),
+    """Descriptors a recovery attack estimated from a lifted release (LDP-Feat (ICCV 2023) section 4),
     with what the estimate was drawn from, so a later stage can check its work.
 
     ``offsets`` (K, 128) / ``bases`` (K, m, 128) are the attacked subspaces (public: the
@@ -137,7 +137,7 @@ class LiftedFeatures(_Keypointed):
     """Affine subspaces (offset + orthonormal basis of m directions) per keypoint (ref [11]).
 
     ``database`` is the lifting database W when the threat model makes it public
-    (ldp-feat.md section 4.1); ``None`` otherwise. ``mode`` is the lifting method
+    (LDP-Feat (ICCV 2023) section 4.1); ``None`` otherwise. ``mode`` is the lifting method
     (random / adversarial / hybrid / sub-hybrid), a public parameter of the defense like
     m (the attacks of section 4 know how many of the m directions are database rows);
     ``None`` when unknown.
@@ -200,7 +200,7 @@ class DescriptorPublic(Payload):
 
 @dataclass
 class LiftingTruth(Payload):
-    """Secret side of a lifting, for the assumption checks of ldp-feat.md S3 (truth key ``lifting``).
+    """Secret side of a lifting, for the assumption checks of LDP-Feat (ICCV 2023) S3 (truth key ``lifting``).
 
     ``descriptors`` (K, 128) are the true descriptors and ``adversarial`` (K, n_adv, 128)
     the database rows each subspace was lifted with. Only metrics see it.

@@ -1,7 +1,7 @@
 """Attack-agnostic empirical privacy audit of mechanisms whose release is a finite set.
 
 None of the papers ships one; the check follows the standard DP-auditing recipe (the
-definition of eps-LDP, ldp-feat.md Eq. (3)): a mechanism M is eps-LDP only if, for any two
+definition of eps-LDP, LDP-Feat (ICCV 2023) Eq. (3)): a mechanism M is eps-LDP only if, for any two
 inputs x1, x2 and any event E of its outputs, ``Pr[M(x1) in E] <= e^eps Pr[M(x2) in E]``.
 So any event whose probabilities can be bounded from samples gives a lower bound on the
 true eps:

@@ -1,4 +1,4 @@
-"""Descriptor recovery from lifted subspaces: the building blocks of ldp-feat.md section 4.
+"""Descriptor recovery from lifted subspaces: the building blocks of LDP-Feat (ICCV 2023) section 4.
 
 * :func:`weighted_projection` -- Eqs. (1) and (2): ``p_D(sum_i u_i / dist(D, u_i) / alpha)``
   with ``alpha = sum_i 1 / dist(D, u_i)``.

@@ -1,6 +1,6 @@
-"""SIFT keypoints and descriptors with kornia (ldp-feat.md section 6.1; ref [11]).
+"""SIFT keypoints and descriptors with kornia (LDP-Feat (ICCV 2023) section 6.1; ref [11]).
 
-Public API (stable; issues 4 and 5 build on it)::
+Public API (stable; the inversion and recovery attacks build on it)::
 
     extract_features(images: Images, cfg: SiftConfig, cache: Cache | None = None) -> RawFeatures
 

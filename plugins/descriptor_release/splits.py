@@ -1,4 +1,4 @@
-"""The fixed split of the bundled photos for descriptor release (ldp-feat.md section 6.1).
+"""The fixed split of the bundled photos for descriptor release (LDP-Feat (ICCV 2023) section 6.1).
 
 Split once, by hand, into three disjoint sets:
 

@@ -1,7 +1,7 @@
 """Affine subspaces of descriptors: lifting (ref [11]) and the distances the attacks use.
 
 An m-dimensional affine subspace is stored as an offset ``c`` (128,) and ``m`` orthonormal
-basis rows ``B`` (m, 128): ``D = {c + B^T t}`` (ldp-feat.md section 3).
+basis rows ``B`` (m, 128): ``D = {c + B^T t}`` (LDP-Feat (ICCV 2023) section 3).
 
 * :func:`lift` -- random / adversarial / hybrid / sub-hybrid lifting with the
   re-parameterisation of section 3 (fresh offset and basis drawn from U([-1, 1]^128) and

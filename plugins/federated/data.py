@@ -1,4 +1,4 @@
-"""Image classification sources and the user split of section 3.2 (dphe.md).
+"""Image classification sources and the user split of section 3.2 (DPHE (ICCV 2017)).
 
 Sources (all real images, nothing downloaded):
 

@@ -14,7 +14,7 @@ A class is an identity with at least ``min_images`` readable photos (sklearn's
 ``fetch_lfw_people(min_faces_per_person=...)`` convention); classes are numbered in sorted
 name order. Photos are read grey, centre-cropped to ``crop_fraction`` of their side (LFW's
 250 px frames hold the face in the centre) and resized to ``size`` x ``size``: the features
-are the pixels, as for every source of the scenario (dphe.md section 3.2; a leaked feature
+are the pixels, as for every source of the scenario (DPHE (ICCV 2017) section 3.2; a leaked feature
 vector is an image). Users are formed by ``split``: ``by-class`` deals whole identities
 round-robin (users by identity: each user holds only their own people), ``iid`` at random.
 The test split takes ``test_fraction`` of every identity but never its last photo

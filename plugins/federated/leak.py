@@ -1,4 +1,4 @@
-"""Gradient leakage from a classifier update (dphe.md appendix A.2).
+"""Gradient leakage from a classifier update (DPHE (ICCV 2017) appendix A.2).
 
 Given the shared w̄_t and an update w' computed from it, eq. (12) gives
 
@@ -89,7 +89,7 @@ def isolated_update(w_bar: np.ndarray, w_next: np.ndarray, n_users: int, lr: flo
 
     A user whose sample gives no loss gradient (hinge, margin >= 1 on every row) sends
     exactly g, the proximal step without a gradient; the published average then hides
-    only the remaining user's update, which this returns (issue 14 item 5).
+    only the remaining user's update, which this returns.
     """
     free = prox_step(w_bar, np.zeros_like(w_bar), lr, l1, l2)
     return n_users * w_next - (n_users - 1) * free

@@ -1,4 +1,4 @@
-"""Paillier encryption for DPHE (dphe.md section 2.2, footnotes 2-3), fast path with gmpy2.
+"""Paillier encryption for DPHE (DPHE (ICCV 2017) section 2.2, footnotes 2-3), fast path with gmpy2.
 
 Keys are real python-paillier (``phe``) keys. With g = n + 1 an encryption is
 

@@ -1,4 +1,4 @@
-"""Payloads of the federated-learning scenario (dphe.md sections 2-3, appendix A.2).
+"""Payloads of the federated-learning scenario (DPHE (ICCV 2017) sections 2-3, appendix A.2).
 
 * :class:`FederatedData` -- the private input: every user's labelled images as feature
   vectors (row ``i`` belongs to user ``user_index[i]``) and a held-out test split that

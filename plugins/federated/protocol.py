@@ -1,4 +1,4 @@
-"""Rounds of federated averaging (dphe.md section 2.1, Figure 1), plaintext or with DPHE.
+"""Rounds of federated averaging (DPHE (ICCV 2017) section 2.1, Figure 1), plaintext or with DPHE.
 
 Round t: (1) the aggregator shares w̄_t; (2) each user updates it locally (eq. 10) and
 sends w_t^(n) -- in plaintext, or DPHE-encrypted (Algorithm 1); (3) the aggregator

@@ -1,4 +1,4 @@
-"""The three parties of DPHE as separate objects (dphe.md section 2, Algorithm 1).
+"""The three parties of DPHE as separate objects (DPHE (ICCV 2017) section 2, Algorithm 1).
 
 * :class:`KeyGenerator` (G) -- makes the Paillier key pair, the user-shared (U-S)
   permutation phi and the user-aggregator (U-A) permutations phi^(n); hands each party

@@ -1,4 +1,4 @@
-"""Metric ``protected-k`` (geolocation-album-pruning.md, eq. 2 and Table 1).
+"""Metric ``protected-k`` (album pruning (AAAI 2020), eq. 2 and Table 1).
 
 The protected-k of an album is the number of places ranked above the true one (the rank
 of the true place minus one). Ties are resolved in the true place's favour, exactly as

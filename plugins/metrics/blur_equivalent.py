@@ -1,4 +1,4 @@
-"""Yardstick metrics of an image reconstruction (issue 12): SSIM read as a blur, and the oracle floor.
+"""Yardstick metrics of an image reconstruction: SSIM read as a blur, and the oracle floor.
 
 * ``blur-equivalent`` -- per reconstruction, the Gaussian sigma (px) at which the blurred
   true image has the reconstruction's SSIM against the truth, found by bisection

@@ -1,4 +1,4 @@
-"""Metrics of descriptor-recovery attacks (ldp-feat.md sections 4, 6.1 and S3).
+"""Metrics of descriptor-recovery attacks (LDP-Feat (ICCV 2023) sections 4, 6.1 and S3).
 
 * ``descriptor-recovery`` scores recovered descriptors (estimate key ``descriptors``)
   against the true ones row by row: mean cosine similarity, mean L2 distance (descriptors

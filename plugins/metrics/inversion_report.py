@@ -1,7 +1,7 @@
 """Metric ``reconstruction-report``: the grid PNG and per-image CSV of an image reconstruction.
 
 Only a metric sees both the truth and the estimate, so the "original | reconstruction"
-grid and the per-image MAE/SSIM/PSNR table of the inversion attacks (ldp-feat.md Table 1,
+grid and the per-image MAE/SSIM/PSNR table of the inversion attacks (LDP-Feat (ICCV 2023) Table 1,
 Figs. 3-4) are written here, under the cell's artifact folder (logged to MLflow). Scores:
 the median and the worst per-image SSIM (the mean is the generic ``ssim`` metric's).
 """

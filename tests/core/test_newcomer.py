@@ -273,6 +273,9 @@ def test_no_internal_paths_or_issue_numbers_in_user_facing_text():
     texts = {p.name: p.read_text() for p in (ROOT / "docs").glob("*.md")}
     texts["README.md"] = (ROOT / "README.md").read_text()
     texts.update(_example_headers())
+    # Module docstrings ship in the wheel and show in help(): the package's and the benchmarks' sources too.
+    for folder in ("harness", "plugins", "src", "benchmarks"):
+        texts.update({str(p.relative_to(ROOT)): p.read_text() for p in (ROOT / folder).rglob("*.py")})
     registry = load_registry()
     for cls in registry.all():
         texts[f"{cls.kind} {cls.name}"] = json.dumps({**plugin_info(cls), "config": config_schema(cls.Config)})

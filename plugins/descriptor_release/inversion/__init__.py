@@ -1,6 +1,6 @@
 """Direct image inversion: a U-Net that reconstructs images from sparse features.
 
-ldp-feat.md sections 6.1 and 6.3 (after Pittaluga et al., ref [30]): descriptors (raw,
+LDP-Feat (ICCV 2023) sections 6.1 and 6.3 (after Pittaluga et al., ref [30]): descriptors (raw,
 recovered, lifted-subspace parameters or stacked LDP-Feat candidate sets) are placed at
 their keypoint pixels of an otherwise empty feature map, and a U-Net trained on public
 images turns that map back into a picture.

@@ -1,4 +1,4 @@
-"""Training configuration of the inversion network (ref [30] as restated in reference-notes.md)."""
+"""Training configuration of the inversion network (ref [30] of LDP-Feat, after its public training code)."""
 
 from __future__ import annotations
 

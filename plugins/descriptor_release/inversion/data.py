@@ -1,4 +1,4 @@
-"""Augmented training samples for the inversion network (reference-notes.md: [30]'s recipe).
+"""Augmented training samples for the inversion network ([30]'s recipe, from its public training code).
 
 [30] augments with a random rescale, a random crop, a horizontal flip and keeping a
 random 5-100% of the points. Rescaling and flipping change the descriptors themselves

@@ -1,9 +1,9 @@
 """Sparse feature maps: each keypoint's feature vector at its pixel, zero elsewhere.
 
-ldp-feat.md section 6.1 builds F in R^{256x256x128} from recovered descriptors, section
+LDP-Feat (ICCV 2023) section 6.1 builds F in R^{256x256x128} from recovered descriptors, section
 6.3 F in R^{256x256x(128m)} from stacked LDP-Feat candidates. Building F densely costs
 H*W*C floats per image; here the (optional, bias-free) 1x1 projection of
-reference-notes.md is applied to the K feature vectors first and only the projected
+[30]'s public training code is applied to the K feature vectors first and only the projected
 vectors are scattered, which is the same linear map at a fraction of the cost.
 Several keypoints on one pixel are averaged; a last channel marks occupied pixels.
 

@@ -42,7 +42,7 @@ readings of a release give a term of the same kind:
   of the clustering attack, section 4.2; the m LDP-Feat candidates, section 5): the term
   ``min_{c in C_k} ||f_k(x) - c||^2`` lets the image pick the candidate its own SIFT agrees
   with (a point set of one candidate is the plain term);
-* the released *affine subspace* ``D_k`` (offset o_k, orthonormal basis B_k; ldp-feat.md
+* the released *affine subspace* ``D_k`` (offset o_k, orthonormal basis B_k; LDP-Feat (ICCV 2023)
   section 3): d_k lies on D_k exactly, so ``dist(f_k(x), D_k)^2 = ||r||^2 - ||B_k r||^2``
   with ``r = f_k(x) - o_k`` (the point-to-subspace distance of section 4, Eq. (1)'s
   denominator squared) is zero at the truth. It needs no recovery at all (the DIA threat

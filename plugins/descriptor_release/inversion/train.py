@@ -1,4 +1,4 @@
-"""Train once, cache by content, reconstruct (ldp-feat.md section 6.1, 6.3).
+"""Train once, cache by content, reconstruct (LDP-Feat (ICCV 2023) section 6.1, 6.3).
 
 A trained network is a Lightning checkpoint in the cache, keyed by the training config
 (its own ``seed`` included, not the cell's: every cell of a matrix shares one network, as

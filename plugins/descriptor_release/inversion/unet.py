@@ -1,4 +1,4 @@
-"""The U-Net of Pittaluga et al. [30] (reference-notes.md, "Inversion network").
+"""The U-Net of Pittaluga et al. [30] (as in its public training code).
 
 Encoder: ``depth`` 4x4 stride-2 convolutions (they use 6), batch norm, ReLU. Decoder:
 ``depth`` 3x3 convolutions each preceded by nearest-neighbour x2 upsampling and fed the
