@@ -19,8 +19,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -74,7 +73,7 @@ class Cache:
     def path(self, namespace: str, key: str, suffix: str) -> Path:
         """Where the entry ``key`` of ``namespace`` lives (the directory is created).
 
-        With :meth:`atomic_path` this is the raw, unchecked layer (no checksum file): prefer
+        This is the raw, unchecked layer (no checksum file): prefer
         :meth:`load` and :meth:`store`, which detect and replace damaged entries.
         """
         if self.root is None:
@@ -82,19 +81,6 @@ class Cache:
         folder = self.root / namespace
         folder.mkdir(parents=True, exist_ok=True)
         return folder / f"{key}{suffix}"
-
-    @contextmanager
-    def atomic_path(self, final: Path) -> Iterator[Path]:
-        """Yield a temporary path beside ``final``; rename it into place on success."""
-        final.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=".tmp-", suffix=final.suffix)
-        os.close(fd)
-        try:
-            yield Path(tmp)
-            os.replace(tmp, final)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
 
     def load(self, namespace: str, key: str, suffix: str, decode: Callable[[IO[bytes]], T]) -> tuple[T | None, Path | None]:
         """``(decode(verified bytes), path)`` of entry ``key``, or ``(None, path)`` on a miss (``(None, None)`` when disabled).

@@ -50,6 +50,9 @@ _CHUNK = 1 << 20
 STALE_TMP_S = 3600
 #: Cache folders whose refused write was already reported by this process.
 _refused: set[str] = set()
+#: Cache folders already swept of stale temporary files by this process (once each: a folder
+#: can hold thousands of entries, and a killed writer's leftovers come from an earlier process).
+_swept: set[str] = set()
 
 
 def warn(line: str) -> None:
@@ -211,7 +214,13 @@ def store(payload: Path, namespace: str, key: str, write: Callable[[Path], Any])
 
 
 def _sweep(folder: Path) -> None:
-    """Remove ``.tmp-*`` files older than :data:`STALE_TMP_S`: left by killed writers (a write lasts seconds)."""
+    """Remove ``.tmp-*`` files older than :data:`STALE_TMP_S`: left by killed writers (a write lasts seconds).
+
+    Once per folder and process, on its first write, so a folder of n entries is listed once, not n times.
+    """
+    if str(folder) in _swept:
+        return
+    _swept.add(str(folder))
     cutoff = time.time() - STALE_TMP_S
     for tmp in folder.glob(".tmp-*"):
         with suppress(OSError):

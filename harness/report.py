@@ -386,8 +386,8 @@ def heatmap_figure(p: Pivot) -> Any:
         t = p.colour_position(v)
         grid[p.rows.index(r), p.cols.index(c)] = np.nan if t is None else t
     finite = [v for v in p.values.values() if math.isfinite(v)]
-    xlabels = [p.short.get(c, c) for c in p.cols]
-    ylabels = [p.short.get(r, r) for r in p.rows]
+    xlabels = [p.label(c) for c in p.cols]
+    ylabels = [p.label(r) for r in p.rows]
     width, height = heatmap_size(p)
     fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
     im = ax.imshow(grid, cmap="RdYlGn", vmin=0.0, vmax=1.0, aspect="auto")
@@ -419,9 +419,9 @@ DPI = 110
 def heatmap_size(p: Pivot) -> tuple[float, float]:
     """The heatmap's (width, height) in inches: 1.1 inch per column, so that every cell's
     number stays readable; the HTML page shows it at this size (``width * DPI`` pixels)."""
-    label_w = 0.06 * max(len(p.short.get(r, r)) for r in p.rows)  # inches of 7-point text
+    label_w = 0.06 * max(len(p.label(r)) for r in p.rows)  # inches of 7-point text
     width = max(5.0, 0.3 + label_w + 1.1 * len(p.cols) + 1.3)
-    height = 0.9 + max(1.4, 0.45 * len(p.rows)) + 0.3 + 0.035 * max(len(p.short.get(c, c)) for c in p.cols)
+    height = 0.9 + max(1.4, 0.45 * len(p.rows)) + 0.3 + 0.035 * max(len(p.label(c)) for c in p.cols)
     return width, height
 
 
