@@ -82,5 +82,5 @@ class AffineLifting(Defense):
             def protect_raw(features: RawFeatures) -> LiftedFeatures:
                 return lift_features(features, cfg.m, cfg.mode, seed, database, False)[0]
 
-            utility = evaluate_utility(private, pub.sift, protect_raw, cfg.matching, seed, cache=ctx.cache)
+            utility = evaluate_utility(private, pub.sift, protect_raw, cfg.matching, seed, cache=ctx.cache, progress=ctx.progress)
         return Protected(release=release, truth=truth, utility=utility, utility_directions=utility_directions(utility))

@@ -28,7 +28,7 @@ class RawFeaturesRelease(Defense):
         utility: dict[str, float] = {}
         if self.config.utility:
             utility = evaluate_utility(
-                private, pub.sift, lambda r: r, self.config.matching, ctx.child_seed("utility"), cache=ctx.cache
+                private, pub.sift, lambda r: r, self.config.matching, ctx.child_seed("utility"), cache=ctx.cache, progress=ctx.progress
             )
         return Protected(
             release=raw,

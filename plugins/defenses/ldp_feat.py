@@ -251,7 +251,7 @@ class LdpFeat(Defense):
         distance = word_distance(quant) if cfg.matching.criterion == "vocabulary" else candidate_distance
         return evaluate_utility(
             images, cfg.sift, protect, cfg.matching, ctx.child_seed("ldp-feat", "matching"),
-            distance=distance, cache=ctx.cache,
+            distance=distance, cache=ctx.cache, progress=ctx.progress,
         )
 
 

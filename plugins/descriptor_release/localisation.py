@@ -35,7 +35,6 @@ none); ``localisation_queries``, ``localisation_map_points``.
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,19 +146,19 @@ def absolute_pose(points2d: np.ndarray, points3d: np.ndarray, view: View, protoc
     return pose.rotation.matrix(), np.asarray(pose.translation, np.float64), n_inliers
 
 
-def _progress(iterable, desc: str, total: int | None = None):  # type: ignore[no-untyped-def]
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, desc=desc, total=total, leave=False, dynamic_ncols=True, disable=not sys.stderr.isatty())
+def _no_progress(iterable, desc: str = "", total: int | None = None):  # type: ignore[no-untyped-def]
+    return iterable
 
 
-def localisation_map(bench: Benchmark, sift_cfg: SiftConfig, protocol: LocalisationProtocol, cache: Cache | None) -> LocalisationMap:
+def localisation_map(
+    bench: Benchmark, sift_cfg: SiftConfig, protocol: LocalisationProtocol, cache: Cache | None, progress: Any = _no_progress,
+) -> LocalisationMap:
     """The benchmark's map at the protocol's settings (cached)."""
     keypoints = protocol.map_keypoints or protocol.query_keypoints or sift_cfg.max_keypoints
     cfg = sift_cfg.model_copy(update={"image_size": None, "max_keypoints": keypoints})
     return build_map(
         bench, cfg, protocol.max_side, protocol.pair_neighbours, protocol.pair_max_angle, protocol.map_ratio,
-        protocol.triangulation_max_error, protocol.min_triangulation_angle, cache=cache, progress=_progress,
+        protocol.triangulation_max_error, protocol.min_triangulation_angle, cache=cache, progress=progress,
     )
 
 
@@ -188,16 +187,18 @@ def match_to_map(
 
 def localisation_utility(
     queries: LocalisationImages, sift_cfg: SiftConfig, protect: Any, cfg: Any, seed: int, distance: Any,
-    protect_reference: bool = False, cache: Cache | None = None,
+    protect_reference: bool = False, cache: Cache | None = None, progress: Any = None,
 ) -> dict[str, float]:
     """Localise every query of ``queries.benchmark`` from its protected features (module docstring).
 
     Arguments as :func:`~.matching.evaluate_utility` (``cfg`` is its ``MatchingConfig``);
-    ``protect_reference`` also protects the map (lifted-to-lifted), which the paper does not do.
+    ``protect_reference`` also protects the map (lifted-to-lifted), which the paper does not do;
+    ``progress`` wraps the long loops (the cell's :meth:`CellContext.progress`; none when ``None``).
     """
+    progress = progress or _no_progress
     bench, protocol = queries.benchmark, queries.protocol
     assert bench is not None
-    world = localisation_map(bench, sift_cfg, protocol, cache)
+    world = localisation_map(bench, sift_cfg, protocol, cache, progress)
     reference = protect(world.features) if protect_reference else world.features
     per_image = [rows for rows in world.image_rows() if len(rows)]
     q_cfg = sift_cfg.model_copy(update={"image_size": None, "max_keypoints": protocol.query_keypoints or sift_cfg.max_keypoints})
@@ -205,7 +206,7 @@ def localisation_utility(
     position, rotation = np.full(n, np.inf), np.full(n, np.inf)
     has_truth, registered = np.zeros(n, bool), np.zeros(n, bool)
     inliers, matches = np.zeros(n), np.zeros(n)
-    for i, view in enumerate(_progress(bench.queries, "localise queries")):
+    for i, view in enumerate(progress(bench.queries, desc="localise queries")):
         raw = view_features(bench.image_path(view), view.name, q_cfg, protocol.max_side, cache)
         release = protect(raw)
         pairs = match_to_map(release, raw.n_keypoints, reference, per_image, world.point, distance, cfg, protocol.retrieval)

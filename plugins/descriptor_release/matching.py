@@ -36,7 +36,7 @@ distance matrix between rows of two payloads.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 import numpy as np
@@ -50,6 +50,9 @@ from vispriv.plugins.descriptor_release.subspace import point_subspace_sqdist, s
 
 ProtectFn = Callable[[RawFeatures], Any]
 DistanceFn = Callable[[Any, np.ndarray, Any, np.ndarray], np.ndarray]
+
+#: ``progress(iterable, desc=...)``: a progress wrapper such as :meth:`CellContext.progress`.
+ProgressFn = Callable[..., Iterable[Any]]
 
 
 class MatchingConfig(PluginConfig):
@@ -262,6 +265,7 @@ def evaluate_utility(
     distance: DistanceFn = pair_distance,
     protect_reference: bool = False,
     cache: Cache | None = None,
+    progress: ProgressFn | None = None,
 ) -> dict[str, float]:
     """Matching utility of a defense: homography pairs of ``images`` and the motorcycle stereo pair.
 
@@ -276,6 +280,8 @@ def evaluate_utility(
         distance: distance between rows of the protected query and the reference payloads.
         protect_reference: also protect the reference (lifted-to-lifted matching).
         cache: caches the SIFT extraction.
+        progress: the cell's progress wrapper (``CellContext.progress``: off with ``--quiet``);
+            only the localisation benchmark's long loops use it.
 
     Returns:
         ``warp_mma_{t}px``, ``warp_homography_acc``, ``warp_n_matches`` (synthetic warps; the
@@ -292,7 +298,7 @@ def evaluate_utility(
     from vispriv.plugins.descriptor_release.localisation import LocalisationImages, localisation_utility
 
     if isinstance(images, LocalisationImages):  # the benchmark's queries are localised against its map
-        return localisation_utility(images, sift_cfg, protect, cfg, seed, distance, protect_reference, cache)
+        return localisation_utility(images, sift_cfg, protect, cfg, seed, distance, protect_reference, cache, progress)
     if isinstance(images, HPatchesImages):  # the real benchmark's pairs replace the synthetic warps
         out = hpatches_utility(images, sift_cfg, protect, cfg, seed, distance, protect_reference, cache)
         if cfg.stereo:
