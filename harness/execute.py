@@ -141,10 +141,11 @@ def _run(cell: Cell, base: CellContext) -> tuple[dict[str, float], dict[str, boo
     metrics: dict[str, float] = {}
     directions: dict[str, bool] = {}
     d_key, p_key = cell.dataset_key(), cell.defense_key()
-    scene = _memo(d_key, lambda: cell.dataset.instance().load(base.with_seed(cell.seed_for(d_key))))  # type: ignore[attr-defined]
+    d_seed, p_seed, *attack_seeds = cell.stage_seeds()
+    scene = _memo(d_key, lambda: cell.dataset.instance().load(base.with_seed(d_seed)))  # type: ignore[attr-defined]
     protected: Protected = _memo(
         p_key,
-        lambda: cell.defense.instance().protect(scene.private, scene.public, base.with_seed(cell.seed_for(p_key))),  # type: ignore[attr-defined]
+        lambda: cell.defense.instance().protect(scene.private, scene.public, base.with_seed(p_seed)),  # type: ignore[attr-defined]
     )
     for name, value in protected.utility.items():
         metrics[f"utility/{name}"] = float(value)
@@ -153,11 +154,11 @@ def _run(cell: Cell, base: CellContext) -> tuple[dict[str, float], dict[str, boo
     release: Payload = protected.release
     multi = len(cell.attack) > 1
     scored, estimated = 0, set()
-    for i, (stage, key) in enumerate(zip(cell.attack, cell.attack_keys())):
+    for i, (stage, stage_seed) in enumerate(zip(cell.attack, attack_seeds)):
         if not isinstance(release, stage.cls.consumes):
             wanted = "/".join(t.__name__ for t in stage.cls.consumes)
             raise TypeError(f"attack {stage.name} needs {wanted}, got {type(release).__name__}")
-        ctx = base.with_seed(cell.seed_for(key))
+        ctx = base.with_seed(stage_seed)
         if multi and base.artifact_dir is not None:
             ctx = replace(ctx, artifact_dir=base.artifact_dir / f"{i}-{stage.name}")
         result: AttackResult = stage.instance().attack(release, scene.public, ctx)  # type: ignore[attr-defined]

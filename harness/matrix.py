@@ -19,9 +19,10 @@ from pydantic_core import to_jsonable_python
 
 from vispriv.harness.config import MatrixConfig, format_validation_error
 from vispriv.harness.errors import ConfigError, PluginError
-from vispriv.harness.hashing import derive_seed, stable_hash
+from vispriv.harness.hashing import stable_hash
 from vispriv.harness.plugin import PluginConfig, _Plugin
 from vispriv.harness.registry import Registry
+from vispriv.harness.seeds import chain_seeds, stage_seed_key
 
 
 @dataclass(frozen=True)
@@ -118,12 +119,17 @@ class Cell:
         metric_keys = sorted(_metric_key(m) for m in self.metrics)
         return stable_hash(self.attack_keys()[-1], metric_keys, self.matrix_seed)
 
-    def seed_for(self, stage_key: str) -> int:
-        return derive_seed(self.matrix_seed, stage_key)
+    def stage_seeds(self) -> list[int]:
+        """Seeds of the dataset, the defense and each attack stage, in that order (:mod:`.seeds`)."""
+        stages = (self.dataset, self.defense, *self.attack)
+        return chain_seeds(self.matrix_seed, [stage_seed_key(s.cls.kind, s.name, s.config) for s in stages])
 
     @property
     def seed(self) -> int:
-        return derive_seed(self.matrix_seed, self.hash)
+        """The cell's own seed (its metrics' randomness): the stage chain plus the metrics' seed identities."""
+        stages = [stage_seed_key(s.cls.kind, s.name, s.config) for s in (self.dataset, self.defense, *self.attack)]
+        metrics = sorted((stage_seed_key(m.cls.kind, m.name, m.config) for m in self.metrics), key=stable_hash)
+        return chain_seeds(self.matrix_seed, [*stages, metrics])[-1]
 
     @property
     def attack_label(self) -> str:
