@@ -9,7 +9,12 @@ from vispriv.harness import Cache, Images
 from vispriv.harness.data.bundled import load_bundled, load_stereo_motorcycle, to_rgb_float
 from vispriv.harness.data.image_folder import load_image_folder
 from vispriv.harness.errors import ConfigError, InputError
-from vispriv.plugins.descriptor_release.dictionary import nearest_neighbours, spherical_kmeans
+from vispriv.plugins.descriptor_release.dictionary import (
+    allot_words,
+    hierarchical_kmeans,
+    nearest_neighbours,
+    spherical_kmeans,
+)
 from vispriv.plugins.descriptor_release.matching import (
     apply_homography,
     corner_error,
@@ -101,6 +106,44 @@ def test_spherical_kmeans_and_nearest():
         spherical_kmeans(np.full((10, 128), np.nan), 2, seed=0)
     with pytest.raises(InputError, match="128"):
         spherical_kmeans(np.zeros((10, 64)), 2, seed=0)
+
+
+def test_allot_words_hand_case_and_invariants():
+    # shares 10 * n / 109 = .46 .09 9.17 .28 -> floor, at least 1: 1 1 9 1 (12) -> the 9 gives back 2
+    np.testing.assert_array_equal(allot_words(np.array([5, 1, 100, 3]), 10), [1, 1, 7, 1])
+    # shares 6 * n / 12 = 2 .5 3.5 -> 2 1 3: sums to 6 with no correction
+    np.testing.assert_array_equal(allot_words(np.array([4, 1, 7]), 6), [2, 1, 3])
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        n = rng.integers(1, 40, size=rng.integers(1, 12))
+        k = int(rng.integers(len(n), n.sum() + 1))
+        w = allot_words(n, k)
+        assert w.sum() == k and np.all(w >= 1) and np.all(w <= n)
+    with pytest.raises(InputError, match="cannot allot"):
+        allot_words(np.array([2, 2]), 5)
+
+
+def test_hierarchical_kmeans_finds_nested_blobs_and_keeps_small_clusters():
+    rng = np.random.default_rng(0)
+    # 4 orthogonal groups, each of 4 sub-blobs: branching 4 then 4 words per group = the 16 sub-blob centres
+    subs = np.zeros((16, 128))
+    for i in range(4):
+        for j in range(4):
+            subs[4 * i + j, 32 * i : 32 * i + 32] = 1.0
+            subs[4 * i + j, 32 * i + 8 * j : 32 * i + 8 * j + 8] += 1.5
+    x = np.repeat(subs, 30, axis=0) + 0.005 * rng.normal(size=(480, 128))
+    c = hierarchical_kmeans(np.abs(x), 16, seed=0, branching=4, niter=10)
+    assert c.shape == (16, 128) and len(np.unique(c, axis=0)) == 16
+    np.testing.assert_allclose(np.linalg.norm(c, axis=1), 1.0, atol=1e-5)
+    unit = subs / np.linalg.norm(subs, axis=1, keepdims=True)
+    assert np.max(c @ unit.T, axis=0).min() > 0.999
+    # as many words as distinct points: the words are the points
+    pts = np.abs(rng.normal(size=(12, 128)))
+    words = hierarchical_kmeans(pts, 12, seed=0, branching=3)
+    unit_pts = pts / np.linalg.norm(pts, axis=1, keepdims=True)
+    assert np.allclose(np.sort(words @ unit_pts.T, axis=1)[:, -1], 1.0, atol=1e-5)
+    with pytest.raises(InputError, match="at least 13 distinct"):
+        hierarchical_kmeans(pts, 13, seed=0)
 
 
 def test_ratio_match_hand_case():
