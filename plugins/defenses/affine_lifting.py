@@ -21,7 +21,7 @@ from pydantic import Field, model_validator
 from vispriv.harness import CellContext, Defense, Images, PluginConfig, Protected
 from vispriv.harness.errors import ConfigError
 from vispriv.plugins.descriptor_release.datasets import SCENARIO, scene_public
-from vispriv.plugins.descriptor_release.dictionary import build_dictionary
+from vispriv.plugins.descriptor_release.dictionary import KmeansMethod, build_dictionary, kmeans_method_field
 from vispriv.plugins.descriptor_release.matching import MatchingConfig, evaluate_utility, utility_directions
 from vispriv.plugins.descriptor_release.payloads import LiftedFeatures, LiftingTruth, RawFeatures
 from vispriv.plugins.descriptor_release.sift import extract_features
@@ -38,6 +38,7 @@ class AffineLifting(Defense):
         database_augment: int = Field(3, ge=0, le=20)
         dictionary_seed: int = 0
         kmeans_niter: int = Field(20, ge=1)
+        kmeans_method: KmeansMethod = kmeans_method_field()
         publish_database: bool = True
         utility: bool = True
         matching: MatchingConfig = MatchingConfig(stereo=True)
@@ -63,7 +64,8 @@ class AffineLifting(Defense):
         database = None
         if n_adversarial(cfg.m, cfg.mode) > 0:
             database = build_dictionary(
-                pub.lifting, cfg.database_size, pub.sift, cfg.dictionary_seed, cfg.database_augment, cfg.kmeans_niter, ctx.cache
+                pub.lifting, cfg.database_size, pub.sift, cfg.dictionary_seed, cfg.database_augment, cfg.kmeans_niter, ctx.cache,
+                method=cfg.kmeans_method, progress=ctx.progress,
             )
         release, lifting = lift_features(raw, cfg.m, cfg.mode, ctx.child_seed("lift"), database, cfg.publish_database)
         if database is not None:

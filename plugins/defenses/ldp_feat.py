@@ -26,6 +26,7 @@ from pydantic import Field, model_validator
 from vispriv.harness import CellContext, Defense, Images, Payload, PluginConfig, Protected
 from vispriv.harness.errors import InputError
 from vispriv.plugins.descriptor_release import ldp
+from vispriv.plugins.descriptor_release.dictionary import KmeansMethod, kmeans_method_field
 from vispriv.plugins.descriptor_release.matching import MatchingConfig, utility_directions
 from vispriv.plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, RawFeatures
 from vispriv.plugins.descriptor_release.privacy_audit import AuditResult, VectorIds, audit_finite_set
@@ -43,11 +44,10 @@ class LdpFeatConfig(PluginConfig):
     dictionary_size: int | Literal["full"] = Field(
         1024, description="|K|; 'full' = the naive variant on all 2^(8*128) uint8 descriptors"
     )
-    dictionary_source: Literal["kmeans", "hkmeans", "jittered"] = Field(
-        "kmeans",
-        description="kmeans: spherical k-means of public SIFT (the paper); hkmeans: two-level spherical k-means "
-        "(a depth-2 vocabulary tree, ~sqrt(|K|) times cheaper); jittered: SIMULATED copies of public SIFT",
+    dictionary_source: Literal["kmeans", "jittered"] = Field(
+        "kmeans", description="kmeans: spherical k-means of public SIFT (the paper); jittered: SIMULATED"
     )
+    kmeans_method: KmeansMethod = kmeans_method_field()
     dictionary_augment: int = Field(3, ge=0, le=32, description="random views per public image for k-means")
     jitter_sigma: float = Field(0.05, gt=0.0, description="noise of the simulated jittered dictionary")
     dictionary_seed: int = Field(
@@ -116,10 +116,10 @@ class LdpFeat(Defense):
             raise InputError("ldp-feat needs DescriptorPublic images to build its public dictionary K")
         size = int(cfg.dictionary_size)
         seed = cfg.dictionary_seed
-        if cfg.dictionary_source in ("kmeans", "hkmeans"):
-            method = "hierarchical" if cfg.dictionary_source == "hkmeans" else "flat"
+        if cfg.dictionary_source == "kmeans":
             k = build_dictionary(
-                public.lifting, size, cfg.sift, seed, augment=cfg.dictionary_augment, cache=ctx.cache, method=method, progress=ctx.progress
+                public.lifting, size, cfg.sift, seed, augment=cfg.dictionary_augment, cache=ctx.cache,
+                method=cfg.kmeans_method, progress=ctx.progress,
             )
         else:
             real = extract_features(public.lifting, cfg.sift, cache=ctx.cache).descriptors

@@ -7,7 +7,7 @@ from pydantic import Field
 
 from vispriv.harness import Cache, PluginConfig
 from vispriv.harness.errors import InputError
-from vispriv.plugins.descriptor_release.dictionary import build_dictionary
+from vispriv.plugins.descriptor_release.dictionary import KmeansMethod, build_dictionary, kmeans_method_field
 from vispriv.plugins.descriptor_release.payloads import DescriptorPublic, LiftedFeatures, RecoveredFeatures
 from vispriv.plugins.descriptor_release.subspace import n_adversarial
 
@@ -19,11 +19,14 @@ class PublicDatabaseConfig(PluginConfig):
     database_augment: int = Field(3, ge=0, le=20)
     dictionary_seed: int = 1
     kmeans_niter: int = Field(20, ge=1)
+    kmeans_method: KmeansMethod = kmeans_method_field()
 
 
 def public_database(pub: DescriptorPublic, cfg: PublicDatabaseConfig, cache: Cache) -> np.ndarray:
     """Z (section 4.2 step 1), built from images disjoint from the lifting images (section 6.1)."""
-    return build_dictionary(pub.public, cfg.database_size, pub.sift, cfg.dictionary_seed, cfg.database_augment, cfg.kmeans_niter, cache)
+    return build_dictionary(
+        pub.public, cfg.database_size, pub.sift, cfg.dictionary_seed, cfg.database_augment, cfg.kmeans_niter, cache, method=cfg.kmeans_method
+    )
 
 
 def recovered(release: LiftedFeatures, descriptors: np.ndarray, candidates: np.ndarray | None = None) -> RecoveredFeatures:

@@ -16,7 +16,10 @@ Public API (stable; the recovery attacks build on it)::
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
+from pydantic import Field
 
 from vispriv.harness import Cache, Images
 from vispriv.harness.errors import InputError
@@ -25,6 +28,18 @@ from vispriv.plugins.descriptor_release.payloads import DESCRIPTOR_DIM
 from vispriv.plugins.descriptor_release.sift import SiftConfig, extract_features, l2_normalise
 
 DICTIONARY_VERSION = "1.0"
+
+#: How a dictionary is clustered: the paper's flat spherical k-means, or two levels (:func:`hierarchical_kmeans`).
+KmeansMethod = Literal["flat", "hierarchical"]
+
+
+def kmeans_method_field() -> KmeansMethod:
+    """The ``kmeans_method`` config field shared by every plugin that builds a dictionary."""
+    return Field(  # type: ignore[return-value]
+        "flat",
+        description="flat: spherical k-means (the paper); hierarchical: two levels, sqrt(k) top clusters "
+        "(a depth-2 vocabulary tree, ~sqrt(k)/2 times fewer distance evaluations)",
+    )
 
 
 def check_descriptors(descriptors: np.ndarray, name: str = "descriptors") -> np.ndarray:
@@ -193,7 +208,7 @@ def build_dictionary(
     augment: int = 0,
     niter: int = 20,
     cache: Cache | None = None,
-    method: str = "flat",
+    method: KmeansMethod = "flat",
     progress=lambda it, desc="", total=None: it,  # type: ignore[no-untyped-def]
 ) -> np.ndarray:
     """SIFT descriptors of ``images`` (+ ``augment`` random views each), clustered into ``k`` centroids.
