@@ -21,6 +21,8 @@ and is extrapolated LINEARLY, which the row says):
 * database attack (section 4.1) and clustering attack (section 4.2) of 1,000 subspaces
   against |W| = 4,096 and 262,144 rows (run on 256 subspaces at 256k, scaled to 1,000);
 * faiss spherical k-means, per iteration, per (point x centroid) -- the dictionaries W, Z, K;
+  and the two-level k-means (``kmeans_method: hierarchical``), per iteration, per
+  (point x (top clusters + words per top cluster)): the same dictionaries ~sqrt(k)/2 times cheaper;
 * inversion U-Net (default config) inference on one 256 px image with 1,000 keypoints, and
   one training step (batch 8, 64 px crops, the default);
 * descriptor-matching refinement, per Adam step, one 256 px image with 1,000 keypoints;
@@ -210,6 +212,20 @@ def stage_kmeans(repeats: int, quick: bool) -> list[Row]:
     return [Row("spherical k-means (faiss)", "iteration per 1e9 point x centroid", per * 1e9,
                 f"measured at {n:,} x {k:,}; 10M x 256k x 20 iter = {per * 1e7 * 262_144 * 20 / 3600:.0f} h",
                 256.0, key="kmeans")]  # 1e9 pairs x 2 x 128 flops
+
+
+def stage_hkmeans(repeats: int, quick: bool) -> list[Row]:
+    from vispriv.plugins.descriptor_release.dictionary import hierarchical_kmeans
+
+    rng = np.random.default_rng(0)
+    n, k = (65_536, 4_096) if quick else (262_144, 16_384)
+    x = _unit_rows(rng, n)
+    branching = int(round(np.sqrt(k)))
+    t = best_of(lambda: hierarchical_kmeans(x, k, seed=1, niter=2), max(1, repeats // 2)) / 2
+    per = t / (n * 2 * branching)  # top level: n x b; second level: n x ~k/b = n x b
+    return [Row("two-level spherical k-means (faiss)", "iteration per 1e9 point x (b + k/b)", per * 1e9,
+                f"measured at {n:,} points, k = {k:,}, b = {branching}; 10M x 256k x 20 iter = "
+                f"{per * 1e7 * 2 * 512 * 20 / 3600:.2f} h", 256.0, key="hkmeans")]
 
 
 def stage_inversion(repeats: int) -> list[Row]:
@@ -444,6 +460,19 @@ WORKLOADS: dict[str, list[tuple[str, float, str]]] = {
 }
 
 
+#: The LDP-Feat tables again with every dictionary built by ``kmeans_method: hierarchical``:
+#: per iteration N x (b + k/b) with b = sqrt(k), i.e. N x 2 sqrt(k) point-centroid pairs.
+HIERARCHICAL_KMEANS = {
+    "LDP-Feat Table 1 (paper/ldp_feat_table1_inversion)": 8e6 * 2 * (512 + 362) * 20 / 1e9,
+    "LDP-Feat Table 4 (paper/ldp_feat_table4_ldp_inversion)": 8e6 * 2 * (512 + 724) * 20 / 1e9,
+    "LDP-Feat Tables 2-3, Aachen (localisation; assumptions above)": 10e6 * 2 * (362 + 512 + 724 + 1024) * 20 / 1e9,
+}
+for _table, _pairs in HIERARCHICAL_KMEANS.items():
+    WORKLOADS[f"{_table.split(' (')[0]}, kmeans_method: hierarchical"] = [
+        *(w for w in WORKLOADS[_table] if w[0] != "kmeans"), ("hkmeans", _pairs, "port")
+    ]
+
+
 def estimates(rows: list[Row], t_mm: float) -> None:
     """Expected wall time of every paper config here and on one GPU (see GPU_GFLOPS)."""
     per = {r.key: r.seconds for r in rows if r.key}
@@ -469,7 +498,7 @@ def hrs(hours: float) -> str:
     return f"{hours:,.1f}" if hours >= 1 else f"{hours:.2g}"
 
 
-STAGES = ("sift", "lifting", "localisation", "attacks", "kmeans", "inversion", "refinement", "ldp", "paillier", "album",
+STAGES = ("sift", "lifting", "localisation", "attacks", "kmeans", "hkmeans", "inversion", "refinement", "ldp", "paillier", "album",
           "album_network")
 
 
@@ -493,6 +522,7 @@ def main() -> None:
         "localisation": lambda: stage_localisation(r),
         "attacks": lambda: stage_attacks(r, args.quick),
         "kmeans": lambda: stage_kmeans(r, args.quick),
+        "hkmeans": lambda: stage_hkmeans(r, args.quick),
         "inversion": lambda: stage_inversion(r),
         "refinement": lambda: stage_refinement(r),
         "ldp": lambda: stage_ldp(r),
