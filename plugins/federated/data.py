@@ -67,9 +67,10 @@ def load_lfw_source() -> LabelledImages:
 
 
 #: Class folders that are not object classes: Caltech-101's ``BACKGROUND_Google`` (clutter
-#: photos Google returned for "things"; the standard protocol, as in DPHE's Table 1, uses 101
-#: object categories without it).
-NOT_CLASSES = ("BACKGROUND_Google",)
+#: photos Google returned for "things") and Caltech-256's ``257.clutter``. The protocols DPHE's
+#: Table 1 follows (He et al. 2014; Zeiler & Fergus 2014) use the 101 and 256 object
+#: categories without them.
+NOT_CLASSES = ("BACKGROUND_Google", "257.clutter")
 
 
 def load_image_folder(root: str | Path, size: int, exclude: tuple[str, ...] = NOT_CLASSES) -> LabelledImages:

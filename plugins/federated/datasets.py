@@ -24,8 +24,8 @@ class FederatedImagesConfig(PluginConfig):
     root: FolderPath | None = Field(None, description="image-folder only: one sub-folder per class")
     size: int = Field(16, ge=4, le=128, description="image-folder only: images resized to size x size")
     exclude_classes: tuple[str, ...] = Field(
-        NOT_CLASSES, description="image-folder only: class folders left out (Caltech-101's BACKGROUND_Google by "
-        "default; add 257.clutter for Caltech-256 where the protocol leaves it out)"
+        NOT_CLASSES, description="image-folder only: class folders left out (by default Caltech-101's "
+        "BACKGROUND_Google and Caltech-256's 257.clutter: not object categories)"
     )
     n_users: int = Field(5, ge=1, le=1000)
     test_fraction: float = Field(0.25, gt=0, lt=1)

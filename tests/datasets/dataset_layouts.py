@@ -142,10 +142,10 @@ def write_scene_tree(root: Path, scenes: int = 10, per_scene: int = 2, side: int
     return root
 
 
-def write_caltech101(root: Path, classes: int = 3, per_class: int = 4, side: int = 40) -> Path:
+def write_caltech101(root: Path, classes: int = 3, per_class: int = 4, side: int = 40, clutter: str = "BACKGROUND_Google") -> Path:
     """``<root>/<category>/image_0001.jpg`` as ``101_ObjectCategories/`` ships it, with its
-    ``BACKGROUND_Google/`` folder (clutter photos, not an object class)."""
-    names = [*["accordion", "airplanes", "anchor", "ant", "barrel"][:classes], "BACKGROUND_Google"]
+    ``BACKGROUND_Google/`` folder (clutter photos, not an object class; Caltech-256: ``257.clutter``)."""
+    names = [*["accordion", "airplanes", "anchor", "ant", "barrel"][:classes], clutter]
     for c, name in enumerate(names):
         base = photo(PHOTOS[c % len(PHOTOS)], 200, 200)
         for i in range(per_class):

@@ -17,3 +17,12 @@ def test_caltech_background_google_is_left_out_by_default(tmp_path):
     # Configurable: with nothing excluded the background folder is a fourth class.
     scene = FederatedImages(cfg.model_copy(update={"exclude_classes": ()})).load(ctx)
     assert scene.private.class_names == ["BACKGROUND_Google", "accordion", "airplanes", "anchor"]
+
+
+def test_caltech256_clutter_is_left_out_by_default(tmp_path):
+    root = write_caltech101(tmp_path / "256_ObjectCategories", clutter="257.clutter")
+    ctx = CellContext(seed=0, cache=Cache(None), quiet=True)
+    cfg = FederatedImages.Config(source="image-folder", root=str(root), size=8, n_users=2)
+    with pytest.warns(UserWarning, match="class folder\\(s\\) 257.clutter left out"):
+        scene = FederatedImages(cfg).load(ctx)
+    assert scene.private.class_names == ["accordion", "airplanes", "anchor"]
