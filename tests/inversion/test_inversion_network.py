@@ -126,6 +126,19 @@ def test_training_is_cached_and_second_call_loads_the_same_weights(tmp_path):
     assert other.info["trained"] == 1.0
 
 
+def test_network_stopped_by_the_time_cap_warns_and_is_not_cached(tmp_path):
+    imgs = blob_images(2)
+    sets = [(Images(imgs), grid_features(imgs))]
+    ctx = ctx_for(tmp_path)
+    capped = InversionConfig(steps=100_000, max_minutes=1e-4, **TINY)
+    with pytest.warns(UserWarning, match="max_minutes.*not cached"):
+        first = train_or_load(sets, capped, ctx)
+    assert first.info["train_capped"] == 1.0 and first.info["train_steps"] < 100_000
+    with pytest.warns(UserWarning, match="not cached"):
+        again = train_or_load(sets, capped, ctx)
+    assert again.info["trained"] == 1.0 and ctx.cache.hits == 0
+
+
 def test_corrupt_cache_entry_is_retrained(tmp_path):
     imgs = blob_images(2)
     sets = [(Images(imgs), grid_features(imgs))]

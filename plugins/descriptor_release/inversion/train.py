@@ -3,7 +3,9 @@
 A trained network is a Lightning checkpoint in the cache, keyed by the training config
 (its own ``seed`` included, not the cell's: every cell of a matrix shares one network, as
 section 6.1 uses one pre-trained network for all attacks) and a fingerprint of the training data (images and features of every variant),
-so a second matrix run with the same public data never retrains. The cache stores it with
+so a second matrix run with the same public data never retrains. A network the wall-time
+cap (``max_minutes``) stopped before ``steps`` is not cached: how far it got depends on the
+machine's load, and a later run must not read it as the config's network. The cache stores it with
 a checksum (``Cache.store``, temporary file renamed into place) and a damaged entry is
 retrained (``Cache.load``); loads use ``torch.load(weights_only=True)``.
 """
@@ -149,6 +151,17 @@ def train_or_load(
     if net is not None:
         return TrainedInverter(net, {"trained": 0.0, "checkpoint": str(path)})
     module, trainer, info = _fit(sets, out_channels, cfg, ctx)
+    if trainer.global_step < cfg.steps:
+        # The wall-time cap stopped training early: how far it got depends on the machine's load,
+        # so the network is used for this run only, never stored under the full config's key.
+        warnings.warn(
+            f"inversion network stopped by max_minutes={cfg.max_minutes} after {trainer.global_step} of {cfg.steps} "
+            "steps; results depend on this machine's speed and the network is not cached "
+            "(set network.max_minutes: null to train every step)",
+            stacklevel=2,
+        )
+        info["train_capped"] = 1.0
+        return TrainedInverter(module.net.cpu().eval(), info)
     stored = ctx.cache.store(CACHE_NAMESPACE, key, ".ckpt", lambda tmp: trainer.save_checkpoint(tmp, weights_only=True))
     if stored is not None:
         info["checkpoint"] = str(stored)
