@@ -46,7 +46,7 @@ def budget_albums(config: str, collection: str) -> tuple[list[tuple[np.ndarray, 
         cfg, ds = cell.defense.instance().config, cell.dataset.instance()
         if getattr(cfg, "mode", None) != "milp-budget" or ds.config.collection != collection:
             continue
-        scene = ds.load(CellContext(seed=cell.seed_for(cell.dataset_key()), cache=Cache(".vispriv-cache"), quiet=True))
+        scene = ds.load(CellContext(seed=cell.stage_seeds()[0], cache=Cache(".vispriv-cache"), quiet=True))
         out = []
         for a in range(len(scene.private)):
             S = scene.public.log_probs(scene.private.album(a), cfg.scores_from)
