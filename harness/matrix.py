@@ -45,6 +45,10 @@ class Stage:
     def key(self) -> list[Any]:
         return [self.cls.kind, self.cls.name, self.cls.scenario, self.cls.version, self.config.model_dump(mode="json")]
 
+    def seed_key(self) -> list[Any]:
+        """What this stage's seed derives from (:mod:`.seeds`): kind, name and the non-default values."""
+        return stage_seed_key(self.cls.kind, self.cls.name, self.config)
+
     def overrides(self) -> dict[str, Any]:
         """Parameters set in the config or differing from the plugin's defaults.
 
@@ -119,17 +123,18 @@ class Cell:
         metric_keys = sorted(_metric_key(m) for m in self.metrics)
         return stable_hash(self.attack_keys()[-1], metric_keys, self.matrix_seed)
 
+    def _stage_seed_keys(self) -> list[list[Any]]:
+        return [s.seed_key() for s in (self.dataset, self.defense, *self.attack)]
+
     def stage_seeds(self) -> list[int]:
         """Seeds of the dataset, the defense and each attack stage, in that order (:mod:`.seeds`)."""
-        stages = (self.dataset, self.defense, *self.attack)
-        return chain_seeds(self.matrix_seed, [stage_seed_key(s.cls.kind, s.name, s.config) for s in stages])
+        return chain_seeds(self.matrix_seed, self._stage_seed_keys())
 
     @property
     def seed(self) -> int:
         """The cell's own seed (its metrics' randomness): the stage chain plus the metrics' seed identities."""
-        stages = [stage_seed_key(s.cls.kind, s.name, s.config) for s in (self.dataset, self.defense, *self.attack)]
-        metrics = sorted((stage_seed_key(m.cls.kind, m.name, m.config) for m in self.metrics), key=stable_hash)
-        return chain_seeds(self.matrix_seed, [*stages, metrics])[-1]
+        metrics = sorted((m.seed_key() for m in self.metrics), key=stable_hash)
+        return chain_seeds(self.matrix_seed, [*self._stage_seed_keys(), metrics])[-1]
 
     @property
     def attack_label(self) -> str:

@@ -64,3 +64,4 @@ def test_stage_seed_key_of_a_default_config_is_its_name(toy_registry):
     cell = build_matrix(validate_config(toy_config()), toy_registry).cells[0]
     stage: Stage = cell.dataset
     assert stage_seed_key(stage.cls.kind, stage.name, stage.cls.Config()) == [stage.cls.kind, stage.name, {}]
+    assert stage.seed_key() == stage_seed_key(stage.cls.kind, stage.name, stage.config)
