@@ -4,7 +4,8 @@ Entries are keyed by a hash of (namespace, plugin name + version, config, seed, 
 fingerprint) -- whatever the caller passes as ``parts``. Values are stored as ``.npz``
 (loaded with ``allow_pickle=False``), ``.json``, or files the caller writes itself
 (:meth:`Cache.load` / :meth:`Cache.store`: Lightning checkpoints, loaded with
-``weights_only=True``). Nothing is ever unpickled.
+``weights_only=True``), or files too large for memory that the caller memory-maps or reads
+in pieces (:meth:`Cache.big_file`: verified by a chunked hash). Nothing is ever unpickled.
 
 Every entry carries a checksum file (:mod:`vispriv.harness.cache_io`): an entry that
 cannot be read or does not match what was stored -- truncated, zeroed, overwritten, the
@@ -141,6 +142,46 @@ class Cache:
 
         self.store(namespace, key, ".npz", write)
         return value
+
+    def big_file(self, namespace: str, parts: Any, suffix: str, write: Callable[[IO[bytes]], Any]) -> IO[bytes]:
+        """Get-or-compute an entry too large to hold in memory, as an open read-only binary file.
+
+        ``write(fh)`` writes the payload sequentially into an open file (a temporary file of
+        the entry's folder, renamed into place with its checksum file like every entry). A hit
+        is verified by hashing the file in chunks (:func:`~vispriv.harness.cache_io.open_verified`),
+        never by reading it whole; a damaged one is reported, removed and rewritten. The caller
+        reads (``os.pread``) or memory-maps the returned file and closes it. With the cache
+        disabled, or when the cache refuses the write, the payload is written to an anonymous
+        temporary file (``tempfile.TemporaryFile``: the system temp folder, deleted when closed);
+        a refused write costs computing it twice.
+        """
+        if self.root is not None:
+            key = self.key(namespace, parts)
+            final = self.root / namespace / f"{key}{suffix}"
+            cached = cache_io.open_verified(final, namespace, key)
+            if cached is not None:
+                self.hits += 1
+                return cached
+            self.misses += 1
+
+            def write_path(tmp: Path) -> None:
+                with open(tmp, "wb") as fh:
+                    write(fh)
+
+            if self.store(namespace, key, suffix, write_path) is not None:
+                try:
+                    return open(final, "rb")
+                except OSError:  # removed under us: fall back to a temporary file
+                    pass
+        fh = tempfile.TemporaryFile()  # noqa: SIM115 -- handed to the caller, who closes it
+        try:
+            write(fh)
+            fh.flush()
+            fh.seek(0)
+        except BaseException:
+            fh.close()
+            raise
+        return fh
 
     def json(self, namespace: str, parts: Any, compute: Callable[[], Any]) -> Any:
         """Get-or-compute a JSON-serialisable value (a stored ``null`` is a value, not a miss)."""

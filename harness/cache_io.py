@@ -123,20 +123,76 @@ def _read_verified(payload: Path, namespace: str, key: str) -> bytes | None:
             raise Damaged(f"has no checksum file {checksum.name} (written by an older vispriv, or its write was cut)") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise Damaged(f"has an unreadable checksum file ({_describe(exc)})") from None
+    _check(meta_text, checksum.name, namespace, key, len(data), lambda: hashlib.sha256(data).hexdigest())
+    return data
+
+
+def _check(meta_text: str, checksum_name: str, namespace: str, key: str, size: int, sha256: Callable[[], str]) -> None:
+    """Raise :class:`Damaged` unless the checksum file's text vouches for a payload of ``size`` bytes hashing to ``sha256()``."""
     try:
         meta = json.loads(meta_text)
         want = (meta["format"], meta["namespace"], meta["key"], int(meta["size"]), str(meta["sha256"]))
     except (ValueError, KeyError, TypeError):
-        raise Damaged(f"has an invalid checksum file {checksum.name}") from None
+        raise Damaged(f"has an invalid checksum file {checksum_name}") from None
     if want[0] != SUM_FORMAT:
         raise Damaged(f"has a checksum file of format {want[0]!r}; this vispriv reads {SUM_FORMAT}")
     if (want[1], want[2]) != (namespace, key):
         raise Damaged(f"holds the entry of another key ({want[1]}/{want[2]})")
-    if len(data) != want[3]:
-        raise Damaged(f"is truncated or overwritten ({len(data)} bytes, {want[3]} were stored)")
-    if hashlib.sha256(data).hexdigest() != want[4]:
+    if size != want[3]:
+        raise Damaged(f"is truncated or overwritten ({size} bytes, {want[3]} were stored)")
+    if sha256() != want[4]:
         raise Damaged("does not match its stored sha256 (corrupted or overwritten)")
-    return data
+
+
+def open_verified(payload: Path, namespace: str, key: str) -> IO[bytes] | None:
+    """The payload opened read-only if its checksum file vouches for it, else ``None`` (a miss).
+
+    For entries too large to read into memory (:meth:`~vispriv.harness.cache.Cache.big_file`):
+    the payload is opened and its checksum file read under the shared lock (so they pair),
+    then hashed in 1 MiB chunks through that open file, which keeps the verified bytes
+    even if a writer later replaces the entry. A damaged entry is warned about and removed,
+    as in :func:`load`.
+    """
+    checksum = sum_path(payload)
+    fh: IO[bytes] | None = None
+    try:
+        with folder_lock(payload.parent, exclusive=False):
+            if not payload.exists():
+                if checksum.exists():
+                    raise Damaged(f"is missing but its checksum file {checksum.name} is there")
+                return None
+            try:
+                fh = open(payload, "rb")  # noqa: SIM115 -- handed to the caller, who closes it
+            except OSError as exc:
+                raise Damaged(f"cannot be read ({_describe(exc)})") from None
+            try:
+                meta_text = checksum.read_text()
+            except FileNotFoundError:
+                raise Damaged(f"has no checksum file {checksum.name} (written by an older vispriv, or its write was cut)") from None
+            except (OSError, UnicodeDecodeError) as exc:
+                raise Damaged(f"has an unreadable checksum file ({_describe(exc)})") from None
+        opened = fh
+        try:
+            size = os.fstat(opened.fileno()).st_size
+        except OSError as exc:
+            raise Damaged(f"cannot be read ({_describe(exc)})") from None
+
+        def digest() -> str:
+            try:
+                return _sha256_of_open(opened)
+            except OSError as exc:
+                raise Damaged(f"cannot be read ({_describe(exc)})") from None
+
+        _check(meta_text, checksum.name, namespace, key, size, digest)
+        opened.seek(0)
+        fh = None  # handed to the caller
+        return opened
+    except Damaged as exc:
+        discard(payload, str(exc))
+        return None
+    finally:
+        if fh is not None:
+            fh.close()
 
 
 def discard(payload: Path, why: str) -> None:
@@ -167,12 +223,17 @@ def load(payload: Path, namespace: str, key: str, decode: Callable[[IO[bytes]], 
 
 
 def _sha256_of(path: Path) -> tuple[int, str]:
-    digest, size = hashlib.sha256(), 0
     with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-    return size, digest.hexdigest()
+        return os.fstat(fh.fileno()).st_size, _sha256_of_open(fh)
+
+
+def _sha256_of_open(fh: IO[bytes]) -> str:
+    """sha256 of an open file from its start, read in :data:`_CHUNK` pieces (memory O(chunk))."""
+    digest = hashlib.sha256()
+    fh.seek(0)
+    while chunk := fh.read(_CHUNK):
+        digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _write_fsynced(path: Path, text: str) -> None:

@@ -17,7 +17,10 @@ Layout: ``<root>/<owner>/.../*.jpg`` (any depth). For each photo:
   as :func:`~vispriv.plugins.album.data.split_manifest`) to classify their cell; its pooled
   penultimate activations are every photo's features. The paper uses an ImageNet VGG-16
   fine-tuned on 750k photos (section 5); nothing pretrained can be downloaded here, so the
-  network starts from random weights (GPU when present: ``accelerator: auto``).
+  network starts from random weights (GPU when present: ``accelerator: auto``). Its input
+  thumbnails (``network_decode``: ``draft``, Pillow's reduced-scale JPEG decoding, by default;
+  ``full``, the full-size decode) are stored once as uint8 in the cache and streamed in
+  batches (:mod:`~vispriv.plugins.album.photo_network`).
 
 Documented skips, counted in ``manifest_skips.json`` and a warning (never silent): photos
 without GPS (``no_gps``), with impossible coordinates (``bad_coordinates``) and files that
@@ -158,6 +161,10 @@ class AlbumPhotos(AlbumWorld):
         network_steps: int = Field(300, ge=1, description="network: optimiser steps")
         network_width: int = Field(32, ge=4, le=512, description="network: channels = feature size")
         network_input: int = Field(64, ge=16, le=256, description="network: photos resized to this square side")
+        network_decode: Literal["draft", "full"] = Field(
+            "draft", description="network: draft (reduced-scale JPEG decode + bilinear resize, ~30-70x cheaper) or full "
+            "(full-size decode + scikit-image anti-aliased resize, the reader before 2026-11-25)",
+        )
         accelerator: str = Field("auto", description="Lightning accelerator for the network (auto: GPU when present)")
 
     name = "album-photos"
@@ -182,11 +189,13 @@ class AlbumPhotos(AlbumWorld):
             if len(train) < cfg.n_places:
                 raise InputError(f"{len(train)} training photos cannot fill {cfg.n_places} cells to train the feature network")
             cells = assign(partition(records.lat[train], records.lon[train], cfg.n_places), records.lat[train], records.lon[train])
-            settings = NetworkSettings(cfg.network_steps, cfg.network_width, cfg.network_input, cfg.world_seed, cfg.accelerator)
+            settings = NetworkSettings(cfg.network_steps, cfg.network_width, cfg.network_input, cfg.world_seed, cfg.accelerator,
+                                       decode=cfg.network_decode)
             feats = ctx.cache.arrays(
                 "album-photo-features",
                 (self.name, "network", key, settings.key(), cfg.n_places, cfg.test_fraction),
-                lambda: {"features": train_features(records.paths, train, cells, cfg.n_places, settings, ctx.quiet)},
+                lambda: {"features": train_features(records.paths, train, cells, cfg.n_places, settings, ctx.quiet,
+                                                    cache=ctx.cache, key=key)},
             )["features"]
         manifest = Manifest(np.asarray(feats, np.float32), records.lat, records.lon, albums, records.skipped)
         return manifest, [key, cfg.features, cfg.album_gap_hours]

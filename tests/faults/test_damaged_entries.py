@@ -3,7 +3,8 @@
 Kinds (each through the plugin code that reads it): SIFT features and a k-means dictionary
 (``.npz``: also how album features, album classifiers and patch databases are stored), a
 serialised faiss HNSW index (``.npz`` holding the index bytes), an inversion network
-(Lightning checkpoint, ``.ckpt``) and a JSON entry. Damages: truncated to half, zeroed,
+(Lightning checkpoint, ``.ckpt``), a JSON entry and a file too large for memory
+(:meth:`Cache.big_file`: album thumbnails, hashed in chunks). Damages: truncated to half, zeroed,
 random bytes of the same length, and a valid entry of another key copied over it (payload
 and checksum file, or the payload alone). The CLI-level cases are in ``test_cli_faults.py``.
 """
@@ -100,12 +101,21 @@ def _json(cache: Cache, variant: int):  # type: ignore[no-untyped-def]
     return cache.json("summary", {"variant": variant}, lambda: {"variant": variant, "values": [0.5, variant, None]})
 
 
+def _big_file(cache: Cache, variant: int):  # type: ignore[no-untyped-def]
+    def write(fh) -> None:  # type: ignore[no-untyped-def]
+        fh.write(np.arange(3000 + variant, dtype=np.int32).tobytes())
+
+    with cache.big_file("big", {"variant": variant}, ".bin", write) as fh:
+        return [np.frombuffer(fh.read(), np.int32)]
+
+
 KINDS = {
     "sift-npz": Kind("sift", ".npz", _sift, _arrays_equal),
     "dictionary-npz": Kind("dictionary", ".npz", _dictionary, _arrays_equal),
     "faiss-index": Kind("ldp-quantiser", ".npz", _faiss, _arrays_equal),
     "torch-checkpoint": Kind("inversion-net", ".ckpt", _network, _arrays_equal),
     "json": Kind("summary", ".json", _json, lambda a, b: a == b),
+    "big-file": Kind("big", ".bin", _big_file, _arrays_equal),
 }
 
 
