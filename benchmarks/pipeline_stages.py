@@ -30,6 +30,8 @@ and is extrapolated LINEARLY, which the row says):
   and the omega-subset sampling, per 1,000 descriptors;
 * Paillier (phe) encryption of one value with a 2048-bit key, and the package's online path
   (pre-computed obfuscator x encoded value);
+* album-photos ``features: network``: one CNN training step, the feature pass per photo, the
+  EXIF scan of one 1024 px JPEG, and its thumbnail with ``network_decode: full`` and ``draft``;
 * album pruning at 512 places: the fast exact MILP (plugins/album/milp.py) on ONE hard
   synthetic R-32 album (logits N(0, 2^2), +3 on the true place), top-5 and budget 25 %.
 
@@ -337,18 +339,26 @@ def stage_paillier(repeats: int, quick: bool) -> list[Row]:
 
 
 def stage_album_network(repeats: int) -> list[Row]:
-    """album-photos with ``features: network``: one training step at the paper-scale config, and reading one photo."""
+    """album-photos with ``features: network``: one training step at the paper-scale config, and reading one photo.
+
+    The photos are colour JPEGs (quality 90) 1024 px on the long side like the paper's Flickr
+    downloads: 1024 x 683 (scikit-image's coffee; 3:2, so the reduced-scale decode stops at
+    1/4 and a real resize follows; the per-table estimates use this one) and 1024 x 1024
+    (astronaut; 1/8 scale is exactly 128 px).
+    """
     import tempfile
     from pathlib import Path
 
     import torch
     from PIL import Image
+    from skimage import data
 
-    from vispriv.plugins.album.photo_network import PhotoModule, load_thumbnails
+    from vispriv.plugins.album.photo_network import PhotoModule, as_input, decode_thumbnail
+    from vispriv.plugins.album.photos import read_exif
 
     module = PhotoModule(32, 512, 1e-3)
     opt = module.configure_optimizers()
-    x, y = torch.rand(32, 3, 128, 128), torch.randint(0, 512, (32,))
+    x, y = torch.randint(0, 256, (32, 128, 128, 3), dtype=torch.uint8), torch.randint(0, 512, (32,))
 
     def step() -> None:
         loss = module.training_step((x, y), 0)
@@ -357,23 +367,32 @@ def stage_album_network(repeats: int) -> list[Row]:
         opt.step()
 
     step()
-    rows = [Row("album photo CNN training", "step (batch 32, 128 px)", best_of(step, repeats), "features: network",
-                key="photo_step")]
+    rows = [Row("album photo CNN training", "step (batch 32, 128 px)", best_of(step, repeats),
+                "features: network (uint8 batch, converted in the step)", key="photo_step")]
+    chunk = torch.randint(0, 256, (64, 128, 128, 3), dtype=torch.uint8)
+
+    def features() -> None:
+        with torch.no_grad():
+            module.net.body(as_input(chunk))
+
+    module.net.eval()
+    rows.append(Row("album photo CNN features", "photo (chunks of 64, 128 px)", best_of(features, repeats) / 64,
+                    "extract_features: on the CPU after training, as the code runs it", key="photo_features"))
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "p.jpg"
-        Image.fromarray((photo(1024) * 255).astype(np.uint8)).convert("RGB").save(path, quality=90)
-        t = best_of(lambda: load_thumbnails([path], 128), repeats)
-
-        def draft() -> np.ndarray:  # libjpeg decodes at 1/2..1/8 scale directly, then a bilinear resize
-            with Image.open(path) as im:
-                im.draft("RGB", (256, 256))
-                return np.asarray(im.convert("RGB").resize((128, 128), Image.BILINEAR))
-
-        t_draft = best_of(draft, repeats)
-    rows.append(Row("photo decode + resize", "1024 px JPEG -> 128 px", t, "load_thumbnails (skimage read + resize)",
-                    key="decode"))
-    rows.append(Row("photo decode + resize, PIL draft", "1024 px JPEG -> 128 px", t_draft,
-                    "not used by vispriv yet: the route to a faster album Table 1"))
+        path = Path(tmp) / "p.jpg"  # rewritten for each shape
+        for name, image, size, keyed in (("1024 x 683", data.coffee, (1024, 683), True),
+                                         ("1024 x 1024", data.astronaut, (1024, 1024), False)):
+            Image.fromarray(image()).resize(size, Image.LANCZOS).save(path, quality=90)
+            if keyed:
+                rows.append(Row("album photo scan (EXIF GPS + time)", f"{name} JPEG", best_of(lambda: read_exif(path), repeats),
+                                "scan_photos: read_exif decodes the whole photo once (unreadable-file check)", key="scan"))
+            t_full = best_of(lambda: decode_thumbnail(path, 128, "full"), repeats)
+            t_draft = best_of(lambda: decode_thumbnail(path, 128, "draft"), max(repeats, 10))
+            rows.append(Row("photo decode + resize, network_decode: full", f"{name} JPEG -> 128 px", t_full,
+                            "full-size decode + skimage anti-aliased resize (the reader before 2026-11-25)",
+                            key="decode_full" if keyed else ""))
+            rows.append(Row("photo decode + resize, network_decode: draft", f"{name} JPEG -> 128 px", t_draft,
+                            "default: reduced-scale JPEG decode (Image.draft) + PIL bilinear", key="decode" if keyed else ""))
     return rows
 
 
@@ -451,8 +470,10 @@ WORKLOADS: dict[str, list[tuple[str, float, str]]] = {
         ("online1024", 5 * 20 * DPHE_M * 18, "cpu"),
     ],
     "Album Table 1 (paper/album_table1_geolocation)": [
-        ("decode", 750_000, "cpu"),
-        ("photo_step", 3000 + 750_000 / 32 / 3, "gpu"),  # training + one forward pass per photo (~1/3 step)
+        ("scan", 750_000, "cpu"),  # read_exif of every photo (a full decode: the unreadable-file check)
+        ("decode", 750_000, "cpu"),  # network_decode: draft (the default)
+        ("photo_step", 3000, "gpu"),
+        ("photo_features", 750_000, "cpu"),  # the feature pass runs on the CPU after training
     ],
     "Album Table 2 (paper/album_table2_min_deletions)": [
         ("milp_topk", 5 * 1000 * 2, "cpu"),  # features and classifiers cached from Table 1
@@ -470,6 +491,11 @@ HIERARCHICAL_KMEANS = {
     "LDP-Feat Table 4 (paper/ldp_feat_table4_ldp_inversion)": 8e6 * 2 * (512 + 724) * 20 / 1e9,
     "LDP-Feat Tables 2-3, Aachen (localisation; assumptions above)": 10e6 * 2 * (362 + 512 + 724 + 1024) * 20 / 1e9,
 }
+#: Album Table 1 as read before 2026-11-25 (and with ``network_decode: full``): the full-size decode.
+WORKLOADS["Album Table 1, network_decode: full"] = [
+    ("decode_full", n, where) if key == "decode" else (key, n, where)
+    for key, n, where in WORKLOADS["Album Table 1 (paper/album_table1_geolocation)"]
+]
 for _table, _pairs in HIERARCHICAL_KMEANS.items():
     WORKLOADS[f"{_table.split(' (')[0]}, kmeans_method: hierarchical"] = [
         *(w for w in WORKLOADS[_table] if w[0] != "kmeans"), ("hkmeans", _pairs, "port")
