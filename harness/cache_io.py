@@ -105,24 +105,36 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def _absent(payload: Path, checksum: Path) -> bool:
+    """True when neither the payload nor its checksum file exists (a miss); :class:`Damaged` when only the checksum does."""
+    if payload.exists():
+        return False
+    if checksum.exists():
+        raise Damaged(f"is missing but its checksum file {checksum.name} is there")
+    return True
+
+
+def _read_checksum(checksum: Path) -> str:
+    """The checksum file's text; :class:`Damaged` when it is missing or unreadable."""
+    try:
+        return checksum.read_text()
+    except FileNotFoundError:
+        raise Damaged(f"has no checksum file {checksum.name} (written by an older vispriv, or its write was cut)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise Damaged(f"has an unreadable checksum file ({_describe(exc)})") from None
+
+
 def _read_verified(payload: Path, namespace: str, key: str) -> bytes | None:
     """The payload's bytes if its checksum file vouches for them; ``None`` if absent; :class:`Damaged` otherwise."""
     checksum = sum_path(payload)
     with folder_lock(payload.parent, exclusive=False):
-        if not payload.exists():
-            if checksum.exists():
-                raise Damaged(f"is missing but its checksum file {checksum.name} is there")
+        if _absent(payload, checksum):
             return None
         try:
             data = payload.read_bytes()
         except OSError as exc:
             raise Damaged(f"cannot be read ({_describe(exc)})") from None
-        try:
-            meta_text = checksum.read_text()
-        except FileNotFoundError:
-            raise Damaged(f"has no checksum file {checksum.name} (written by an older vispriv, or its write was cut)") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise Damaged(f"has an unreadable checksum file ({_describe(exc)})") from None
+        meta_text = _read_checksum(checksum)
     _check(meta_text, checksum.name, namespace, key, len(data), lambda: hashlib.sha256(data).hexdigest())
     return data
 
@@ -157,20 +169,13 @@ def open_verified(payload: Path, namespace: str, key: str) -> IO[bytes] | None:
     fh: IO[bytes] | None = None
     try:
         with folder_lock(payload.parent, exclusive=False):
-            if not payload.exists():
-                if checksum.exists():
-                    raise Damaged(f"is missing but its checksum file {checksum.name} is there")
+            if _absent(payload, checksum):
                 return None
             try:
                 fh = open(payload, "rb")  # noqa: SIM115 -- handed to the caller, who closes it
             except OSError as exc:
                 raise Damaged(f"cannot be read ({_describe(exc)})") from None
-            try:
-                meta_text = checksum.read_text()
-            except FileNotFoundError:
-                raise Damaged(f"has no checksum file {checksum.name} (written by an older vispriv, or its write was cut)") from None
-            except (OSError, UnicodeDecodeError) as exc:
-                raise Damaged(f"has an unreadable checksum file ({_describe(exc)})") from None
+            meta_text = _read_checksum(checksum)
         opened = fh
         try:
             size = os.fstat(opened.fileno()).st_size
