@@ -464,8 +464,8 @@ def fast_budget(
     :data:`vispriv.plugins.album.budget_search.NODE_LIMIT` nodes. Run first (many
     places), the branch and bound has the time limit only: a node limit would hand the rest
     of the time to the descending search over those many places, which has not settled an
-    album that the branch and bound could not (docs/benchmarks.md). A time limit that cuts both returns the best mask found as
-    ``feasible``, never ``optimal``.
+    album that the branch and bound could not (docs/benchmarks.md). A time limit that cuts
+    both returns the best mask found as ``feasible``, never ``optimal``.
     """
     fixed = keep_mask_or_none(fixed, len(A))
     start = time.perf_counter()
