@@ -38,7 +38,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-#: The search stops (result not proven) after this many nodes.
+#: The search stops (result not proven) after this many nodes, unless the caller passes
+#: ``node_limit=None`` (the deadline alone; :func:`vispriv.plugins.album.milp.fast_budget`
+#: does when the search is the one it runs first).
 NODE_LIMIT = 2_000_000
 #: Slack (relative to the largest column magnitude) on running totals: candidates and bounds only.
 TIE_TOLERANCE = 1e-9
@@ -89,7 +91,7 @@ def branch_and_bound(
     d: int,
     best_count: int,
     deadline: float,
-    node_limit: int = NODE_LIMIT,
+    node_limit: int | None = NODE_LIMIT,
     groups: np.ndarray | None = None,
     count: Callable[[np.ndarray], int] | None = None,
 ) -> tuple[np.ndarray | None, int, bool]:
@@ -108,7 +110,8 @@ def branch_and_bound(
 
     Returns ``(rows or None, count, proven)``: the best deletion set found with more than
     ``best_count`` places beating (``None`` if none), its count, and whether the search
-    finished (so that nothing better exists).
+    finished (so that nothing better exists) before ``deadline`` and ``node_limit`` nodes
+    (``None``: no node limit).
     """
     n = len(B)
     if count is None:
@@ -132,8 +135,9 @@ def branch_and_bound(
     # collector, triggered by those allocations, would only rescan the growing stack.
     collecting = gc.isenabled()
     gc.disable()
+    limit = float("inf") if node_limit is None else node_limit
     try:
-        return _search(Bs, tots, child_bar, tol, d, n, packing, best_rows, best_count, deadline, node_limit, count, len(tot))
+        return _search(Bs, tots, child_bar, tol, d, n, packing, best_rows, best_count, deadline, limit, count, len(tot))
     finally:
         if collecting:
             gc.enable()
@@ -142,7 +146,7 @@ def branch_and_bound(
 def _search(
     Bs: np.ndarray, tots: np.ndarray, child_bar: np.ndarray, tol: float, d: int, n: int,
     packing: tuple[int, int, list[tuple[int, int]]], best_rows: np.ndarray | None, best_count: int,
-    deadline: float, node_limit: int, count: Callable[[np.ndarray], int], n_places: int,
+    deadline: float, node_limit: float, count: Callable[[np.ndarray], int], n_places: int,
 ) -> tuple[np.ndarray | None, int, bool]:
     """The depth-first search of :func:`branch_and_bound` on its prepared arrays."""
     # A node is [p, bound, parent's removed, rows, ahead] (its removed adds row p - 1 of Bs to

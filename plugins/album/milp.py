@@ -33,7 +33,7 @@ import warnings
 import cvxpy as cp
 import numpy as np
 
-from vispriv.plugins.album.budget_search import branch_and_bound, conflict_groups
+from vispriv.plugins.album.budget_search import NODE_LIMIT, branch_and_bound, conflict_groups
 from vispriv.plugins.album.pruning import PruneResult, caps, greedy_budget, keep_mask_or_none, protected_k
 from vispriv.plugins.album.solver import solver_options
 from vispriv.plugins.album.surrogate import (
@@ -402,10 +402,14 @@ def _descend_budget(A: np.ndarray, d: int, fixed: np.ndarray, c: np.ndarray, bes
     return best, True
 
 
-def _search_budget(A: np.ndarray, d: int, fixed: np.ndarray, c: np.ndarray, best: np.ndarray, deadline: float) -> tuple[np.ndarray, bool]:
+def _search_budget(
+    A: np.ndarray, d: int, fixed: np.ndarray, c: np.ndarray, best: np.ndarray, deadline: float, node_limit: int | None = NODE_LIMIT
+) -> tuple[np.ndarray, bool]:
     """Branch and bound over deletion sets (:mod:`vispriv.plugins.album.budget_search`) on the
     open places (neither beating nor losing under every admissible mask), with the pair
-    conflicts of the surrogate test at ``N - d`` grouped into cliques for the bound."""
+    conflicts of the surrogate test at ``N - d`` grouped into cliques for the bound;
+    ``node_limit`` (``None``: the deadline alone) as in
+    :func:`vispriv.plugins.album.budget_search.branch_and_bound`."""
     t_min = len(A) - d
     J = np.flatnonzero(c >= t_min)
     places = J[worst_totals(A[:, J], fixed, t_min, at_least=True) < 0]
@@ -423,7 +427,8 @@ def _search_budget(A: np.ndarray, d: int, fixed: np.ndarray, c: np.ndarray, best
         return protected_k(A[:, places], keep_of(rows))
 
     rows, _, proven = branch_and_bound(
-        A[cand][:, places], A[:, places].sum(axis=0), d, protected_k(A[:, places], best), deadline, groups=groups, count=count
+        A[cand][:, places], A[:, places].sum(axis=0), d, protected_k(A[:, places], best), deadline,
+        node_limit=node_limit, groups=groups, count=count,
     )
     return (best if rows is None else keep_of(rows)), proven
 
@@ -454,9 +459,13 @@ def fast_budget(
       (:func:`vispriv.plugins.album.budget_search.branch_and_bound`), whose per-place
       bound needs no LP.
 
-    If the first search stops unproven (node or time limit), the other gets the time
-    left. A time limit that cuts both returns the best mask found as ``feasible``, never
-    ``optimal``.
+    If the descending search runs first and stops unproven (time limit, solver failure),
+    the branch and bound gets the time left, and at most
+    :data:`vispriv.plugins.album.budget_search.NODE_LIMIT` nodes. Run first (many
+    places), the branch and bound has the time limit only: a node limit would hand the rest
+    of the time to the descending search over those many places, which has not settled an
+    album that the branch and bound could not (docs/benchmarks.md). A time limit that cuts
+    both returns the best mask found as ``feasible``, never ``optimal``.
     """
     fixed = keep_mask_or_none(fixed, len(A))
     start = time.perf_counter()
@@ -471,7 +480,7 @@ def fast_budget(
         lambda keep: _search_budget(A, d, fixed, c, keep, deadline),
     ]
     if np.sum(c >= len(A) - d) > descend_places:
-        searches.reverse()
+        searches = [lambda keep: _search_budget(A, d, fixed, c, keep, deadline, node_limit=None), searches[0]]
     for search in searches:
         if proven or time.perf_counter() >= deadline:
             break

@@ -91,6 +91,44 @@ def test_branch_and_bound_equals_brute_force_and_stops_unproven():
     assert not proven
 
 
+def test_branch_and_bound_without_node_limit_equals_brute_force():
+    """``node_limit=None`` (the deadline alone) proves the same optima as brute force."""
+    for _, A, fixed, budget in _albums(30, 23):
+        d = min(budget, int((~fixed).sum()))
+        cand = np.flatnonzero(~fixed)
+
+        def exact(rows, cand=cand, A=A):
+            keep = np.ones(len(A), dtype=bool)
+            keep[cand[rows]] = False
+            return protected_k(A, keep)
+
+        _, count, proven = branch_and_bound(A[cand], A.sum(axis=0), d, -1, 1e18, node_limit=None, count=exact)
+        assert proven and count == brute_force_budget(A, budget, fixed)
+
+
+def test_fast_budget_runs_its_first_branch_and_bound_without_node_limit(monkeypatch):
+    """Many candidate places: the branch and bound runs first and stops at the time limit
+    only (the descending search after it could not use the time left); when it runs after
+    the descending search it keeps the node limit."""
+    seen = []
+    search = milp.branch_and_bound
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["node_limit"])
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(milp, "branch_and_bound", spy)
+    for S, A, fixed, d in _albums(20, 11):
+        _check(milp.fast_budget(A, d, S[:, 0], fixed, descend_places=0), A, d, fixed)
+    assert seen and all(limit is None for limit in seen)
+    seen.clear()
+    for _, A, fixed, d in _albums(20, 11):
+        free_d = min(d, int((~fixed).sum()))
+        best, _ = milp._search_budget(A, free_d, fixed, caps(A, fixed), np.ones(len(A), bool), 1e18)
+        assert protected_k(A, best) == brute_force_budget(A, d, fixed)
+    assert seen and all(limit == budget_search.NODE_LIMIT for limit in seen)
+
+
 def test_time_limit_that_cuts_the_search_is_not_proven():
     """An album whose optimum needs the exact search: a tiny time limit must not claim optimality."""
     rng = np.random.default_rng(15)
@@ -295,3 +333,32 @@ def test_search_restores_the_garbage_collector(enabled):
             assert gc.isenabled() == enabled
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_lp_bound_of_the_nodes_diagnostic_is_never_below_the_optimum():
+    """benchmarks/album_budget_nodes.py's LP relaxation of MILP (7) (big-M, cover and clique
+    rows, optionally every pair-conflict row), quoted in docs/benchmarks.md, bounds the
+    brute-force optimum from above."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    try:
+        from album_budget_nodes import lp_bound
+    finally:
+        sys.path.pop(0)
+    rng = np.random.default_rng(24)
+    for _ in range(12):
+        S = rng.normal(0, 2, (int(rng.integers(4, 9)), 12))
+        S[:, 0] += 1.0
+        A = advantage(S, 0)[0]
+        d = int(rng.integers(1, 4))
+        places = np.flatnonzero(caps(A) >= len(A) - d)
+        if len(places) == 0:
+            continue
+        compatible = pair_compatibility(A, np.zeros(len(A), bool), places, len(A) - d)
+        groups = conflict_groups(compatible, len(places))
+        optimum = brute_force_budget(A[:, places], d)
+        B, tot = A[:, places], A[:, places].sum(axis=0)
+        assert lp_bound(B, tot, d, groups) >= optimum - 1e-6
+        assert lp_bound(B, tot, d, groups, compatible) >= optimum - 1e-6
