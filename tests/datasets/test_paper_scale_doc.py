@@ -1,9 +1,11 @@
 """docs/paper-scale.md's HPatches fixture rows are what the command written beside them gives.
 
 The page's command is run as written, from a temporary folder (cell seeds leave folder fields
-out, so the folder does not matter), and every number of the mutual-NN table is compared with
-the logged metric, to the page's three decimals. The vocabulary table's run takes ~2.5 min
-here, so it is not re-run by the suite.
+out, so the folder does not matter). The raw-SIFT row is compared with the logged metrics to the
+page's three decimals. The LDP-Feat rows rest on ~2 matches per pair and differ between
+machines (the page says so and gives the values seen on two), so for them the test checks
+what held on both: homography accuracy 0 at 3 px and fewer than :data:`FEW_MATCHES` matches
+per pair. The vocabulary table's run takes ~2.5 min here, so it is not re-run by the suite.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from dataset_layouts import write_hpatches
 
 ROOT = Path(__file__).parents[2]
 DOC = ROOT / "docs" / "paper-scale.md"
+#: Matches per pair below which an LDP-Feat row of the mutual-NN table counts as "a few" (raw SIFT: ~174).
+FEW_MATCHES = 5
 COLUMNS = ("hpatches_mma_3px", "hpatches_homography_acc_3px", "hpatches_i_mma_3px", "hpatches_v_mma_3px", "hpatches_n_matches")
 
 
@@ -60,8 +64,17 @@ def test_hpatches_fixture_rows_are_reproduced(tmp_path):
     assert report.returncode == 0, report.stderr[-3000:]
     logged = {(r["metric"].removeprefix("utility/"), r["defense"]): float(r["value"])
               for r in csv.DictReader((tmp_path / "report" / "report.csv").open())}
+    def value_of(key: str, column: str) -> float:
+        return next(v for (metric, defense), v in logged.items() if metric == column and key in defense)
+
     for label, numbers in doc_rows.items():
         key = _defense_key(label)
-        for column, number in zip(COLUMNS, numbers):
-            value = next(v for (metric, defense), v in logged.items() if metric == column and key in defense)
-            assert round(value, 3) == number or (column == "hpatches_n_matches" and round(value, 1) == number), (label, column, value)
+        if key == "none(":
+            for column, number in zip(COLUMNS, numbers):
+                value = value_of(key, column)
+                assert round(value, 3) == number or (column == "hpatches_n_matches" and round(value, 1) == number), (label, column, value)
+            continue
+        assert value_of(key, "hpatches_homography_acc_3px") == 0.0, label
+        assert numbers[COLUMNS.index("hpatches_homography_acc_3px")] == 0.0, label
+        assert 0 < value_of(key, "hpatches_n_matches") < FEW_MATCHES, label
+        assert numbers[COLUMNS.index("hpatches_n_matches")] < FEW_MATCHES, label
