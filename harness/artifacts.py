@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from vispriv.harness.data.bundled import to_uint8
+
 
 def save_image_grid(
     path: Path,
@@ -85,9 +87,5 @@ def save_reconstruction_sample(path: Path, ids: Sequence[str], truth: np.ndarray
     truth, estimate = np.asarray(truth), np.asarray(estimate)
     if truth.shape != estimate.shape or truth.ndim != 4 or len(ids) != len(truth):
         raise ValueError(f"truth {truth.shape} and estimate {estimate.shape} must both be (N, H, W, C) with N = {len(ids)} ids")
-    np.savez_compressed(path, ids=np.asarray(list(ids), dtype=str), truth=_as_uint8(truth), estimate=_as_uint8(estimate))
+    np.savez_compressed(path, ids=np.asarray(list(ids), dtype=str), truth=to_uint8(truth), estimate=to_uint8(estimate))
     return path
-
-
-def _as_uint8(images: np.ndarray) -> np.ndarray:
-    return np.round(np.clip(images, 0, 1) * 255).astype(np.uint8)

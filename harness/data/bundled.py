@@ -85,6 +85,11 @@ BUNDLED_SOURCES: dict[str, Callable[[], np.ndarray]] = {
     "motorcycle_right": _motorcycle(1),
 }
 
+def to_uint8(image: np.ndarray) -> np.ndarray:
+    """Float pixels in [0, 1] (clipped) rounded to uint8 (round half to even, as ``np.round``)."""
+    return np.round(np.clip(np.asarray(image), 0, 1) * 255).astype(np.uint8)
+
+
 def to_rgb_float(image: np.ndarray) -> np.ndarray:
     """Any grey / RGB / RGBA image (uint8 or float) as float32 RGB in [0, 1], (H, W, 3)."""
     arr = np.asarray(image)

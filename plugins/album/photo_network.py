@@ -53,7 +53,7 @@ from PIL import Image
 from torch import nn
 
 from vispriv.harness.cache import Cache
-from vispriv.harness.data.bundled import square_resize, to_rgb_float
+from vispriv.harness.data.bundled import square_resize, to_rgb_float, to_uint8
 from vispriv.harness.hashing import derive_seed
 
 Decode = Literal["draft", "full"]
@@ -120,10 +120,6 @@ def as_input(x: torch.Tensor) -> torch.Tensor:
         return x.permute(0, 3, 1, 2).float().div_(255.0)
     return x
 
-
-def to_uint8(image: np.ndarray) -> np.ndarray:
-    """Float [0, 1] pixels rounded to uint8."""
-    return np.clip(np.rint(np.asarray(image, np.float32) * 255.0), 0, 255).astype(np.uint8)
 
 
 def decode_thumbnail(path: Path, size: int, decode: Decode = "draft") -> np.ndarray:

@@ -38,6 +38,7 @@ import numpy as np
 from pydantic import Field
 
 from vispriv.harness import Cache, PluginConfig
+from vispriv.harness.data.bundled import to_uint8
 from vispriv.plugins.descriptor_release.localisation_render import look_at, make_room, render
 
 SCENE_VERSION = "1.0"
@@ -106,7 +107,7 @@ def _save_png(path: Path, image: np.ndarray) -> None:
     from PIL import Image
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(np.round(np.clip(image, 0, 1) * 255).astype(np.uint8)).save(path)
+    Image.fromarray(to_uint8(image)).save(path)
 
 
 def write_model(folder: Path, names: list[str], poses: list[tuple[np.ndarray, np.ndarray]], camera: tuple, fmt: str) -> None:
