@@ -184,11 +184,6 @@ class Thumbnails:
             done += got
         return out
 
-    def rows(self, start: int, stop: int) -> np.ndarray:
-        """Rows ``start:stop`` as a new uint8 array."""
-        stop = min(stop, len(self))
-        return self._read(np.empty((max(stop - start, 0), *self.shape[1:]), np.uint8), start)
-
     def read_into(self, out: np.ndarray, start: int) -> np.ndarray:
         """Rows ``start:start + len(out)`` read into the C-contiguous uint8 array ``out`` (returned)."""
         if out.dtype != np.uint8 or out.shape[1:] != self.shape[1:] or not out.flags.c_contiguous or start + len(out) > len(self):
