@@ -59,7 +59,10 @@ class LdpFeatConfig(PluginConfig):
     hnsw_m: int = Field(32, ge=4, le=128, description="HNSW links per node (quantiser: hnsw)")
     ef_construction: int = Field(200, ge=8, description="HNSW build beam (quantiser: hnsw)")
     ef_search: int = Field(64, ge=1, description="HNSW search beam (quantiser: hnsw)")
-    sift: SiftConfig = SiftConfig()
+    sift: SiftConfig | None = Field(
+        None, description="SIFT of the private and dictionary photos; None = the scene's (DescriptorPublic.sift), "
+        "as affine lifting and every attacker use",
+    )
     audit_trials: int = Field(200_000, ge=0, description="releases per input of the privacy audit; 0 = off")
     audit_confidence: float = Field(0.95, ge=0.5, lt=1.0)
     utility: bool = Field(True, description="run the matching + RANSAC utility evaluator")
@@ -103,6 +106,14 @@ class LdpFeat(Defense):
 
     # ------------------------------------------------------------------ pieces
 
+    def sift(self, public: Payload | None) -> SiftConfig:
+        """The SIFT settings: the config's, else the scene's (``public.sift``), else the defaults.
+
+        Following the scene keeps the dictionary K the one an attacker rebuilds from the same
+        public knowledge (the ``invert-ldp`` attack builds its copy with the scene's SIFT).
+        """
+        return self.config.sift or getattr(public, "sift", None) or SiftConfig()
+
     def dictionary(self, public: Payload | None, ctx: CellContext) -> np.ndarray:
         """The public dictionary K, (|K|, 128), built from ``public.lifting`` (cached).
 
@@ -118,11 +129,11 @@ class LdpFeat(Defense):
         seed = cfg.dictionary_seed
         if cfg.dictionary_source == "kmeans":
             k = build_dictionary(
-                public.lifting, size, cfg.sift, seed, augment=cfg.dictionary_augment, cache=ctx.cache,
+                public.lifting, size, self.sift(public), seed, augment=cfg.dictionary_augment, cache=ctx.cache,
                 method=cfg.kmeans_method, progress=ctx.progress,
             )
         else:
-            real = extract_features(public.lifting, cfg.sift, cache=ctx.cache).descriptors
+            real = extract_features(public.lifting, self.sift(public), cache=ctx.cache).descriptors
             k = ldp.jittered_dictionary(real, size, cfg.jitter_sigma, seed)
         return ldp.check_dictionary(k)
 
@@ -139,7 +150,7 @@ class LdpFeat(Defense):
         if isinstance(private, RawFeatures):
             features, images = private, None
         elif isinstance(private, Images):
-            features, images = extract_features(private, cfg.sift, cache=ctx.cache), private
+            features, images = extract_features(private, self.sift(public), cache=ctx.cache), private
         else:
             raise InputError(f"ldp-feat needs Images or RawFeatures; got {type(private).__name__}")
         descriptors = ldp.check_queries(features.descriptors)
@@ -255,7 +266,7 @@ class LdpFeat(Defense):
 
         distance = word_distance(quant) if cfg.matching.criterion == "vocabulary" else candidate_distance
         return evaluate_utility(
-            images, cfg.sift, protect, cfg.matching, ctx.child_seed("ldp-feat", "matching"),
+            images, self.sift(public), protect, cfg.matching, ctx.child_seed("ldp-feat", "matching"),
             distance=distance, cache=ctx.cache, progress=ctx.progress,
         )
 

@@ -43,7 +43,7 @@ from vispriv.harness.errors import InputError
 from vispriv.plugins.descriptor_release.config import SiftConfig
 from vispriv.plugins.descriptor_release.payloads import DESCRIPTOR_DIM
 from vispriv.plugins.descriptor_release.sift import (
-    _dog_extractor,
+    dog_extractor,
     l2_normalise,
     quantize_colmap,
     single_thread,
@@ -79,7 +79,7 @@ def _patch_rows(grey, sift: SiftConfig, patch_size: int, support: float) -> dict
     import torch
     from kornia.feature import extract_patches_from_pyramid, scale_laf
 
-    extractor = _dog_extractor(sift.max_keypoints, sift.descriptor_backend, sift.upright)
+    extractor = dog_extractor(sift)
     descs, patches, frames = [], [], []
     for img in grey:
         with single_thread(), torch.no_grad():
@@ -107,7 +107,7 @@ def build_patch_database(image_sets: list[Images], sift: SiftConfig, patch_size:
     """
     if sift.detector != "dog":
         raise InputError(f"invert-patches needs the DoG detector (keypoints with scale and orientation); the scene's SIFT uses {sift.detector!r}")
-    parts = [_patch_rows(to_grey_tensor(s.images, sift.image_size), sift, patch_size, support) for s in image_sets if len(s.images)]
+    parts = [_patch_rows(to_grey_tensor(s.images, sift.image_size, sift.precision), sift, patch_size, support) for s in image_sets if len(s.images)]
     if not parts:
         raise InputError("the public patch database is empty: no public image was given")
     return PatchDatabase(*(np.concatenate([p[k] for p in parts]) for k in ("descriptors", "patches", "lafs")))

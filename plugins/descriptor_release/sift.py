@@ -26,6 +26,14 @@ Choices, all in :class:`SiftConfig`:
 * **Geometry**: each keypoint's LAF scale (pixels) and orientation (degrees, kornia's
   convention) are kept beside its location (``RawFeatures.scales`` / ``.orientations``);
   dense keypoints have ``dense_scale`` and orientation 0.
+* **Precision** (``precision``): ``float32`` (default) runs kornia in single precision.
+  PyTorch picks its CPU kernels by instruction set (AVX2, AVX-512, none), and in float32
+  those kernels round differently: measured on two 256 px photos, forcing the generic
+  kernels (``ATEN_CPU_CAPABILITY=default``) against AVX2 moved keypoints by up to 0.01 px,
+  flipped ~5 % of the uint8 descriptor entries by one step, and added or dropped a keypoint
+  per image, enough to change a k-means dictionary built from them entirely. ``float64``
+  makes the same comparison identical (keypoints within 1e-12 px, every uint8 entry equal)
+  for ~20 % more time, so results reproduce across machines; it is cast to float32 at the end.
 * An image without any keypoint (a flat grey image) contributes no rows: it keeps its id in
   ``image_ids`` and ``rows_of(i)`` is empty. That is a documented skip, not an error.
 """
@@ -51,7 +59,7 @@ if TYPE_CHECKING:  # torch is imported where it runs: listing plugins must not l
 #: Version of the extraction code, part of every cache key.
 SIFT_VERSION = "1.1"
 
-__all__ = ["MIN_IMAGE_SIDE", "SiftConfig", "extract_features", "l2_normalise", "quantize_colmap"]
+__all__ = ["MIN_IMAGE_SIDE", "SiftConfig", "dog_extractor", "extract_features", "l2_normalise", "quantize_colmap"]
 
 
 def quantize_colmap(descriptors: np.ndarray) -> np.ndarray:
@@ -72,11 +80,12 @@ def l2_normalise(descriptors: np.ndarray) -> np.ndarray:
     return np.divide(d, norm, out=np.zeros_like(d), where=norm > 0)
 
 
-def to_grey_tensor(images: np.ndarray, size: int | None) -> torch.Tensor:
-    """(N, H, W, C) floats in [0, 1] -> (N, 1, H', W') grey tensor (resized when ``size``)."""
+def to_grey_tensor(images: np.ndarray, size: int | None, precision: str = "float32") -> torch.Tensor:
+    """(N, H, W, C) floats in [0, 1] -> (N, 1, H', W') grey tensor (resized when ``size``) of ``precision``."""
     import torch
-    arr = np.asarray(images, dtype=np.float32)
-    grey = arr.mean(axis=-1) if arr.shape[-1] == 1 else arr @ np.array([0.299, 0.587, 0.114], np.float32)
+    dtype = np.dtype(precision)
+    arr = np.asarray(images, dtype=dtype)
+    grey = arr.mean(axis=-1) if arr.shape[-1] == 1 else arr @ np.array([0.299, 0.587, 0.114], dtype)
     t = torch.from_numpy(np.ascontiguousarray(grey))[:, None]
     if size is not None and tuple(t.shape[-2:]) != (size, size):
         t = torch.nn.functional.interpolate(t, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
@@ -84,19 +93,26 @@ def to_grey_tensor(images: np.ndarray, size: int | None) -> torch.Tensor:
 
 
 @lru_cache(maxsize=4)
-def _dog_extractor(max_keypoints: int, backend: str, upright: bool) -> torch.nn.Module:
+def _dog_extractor(max_keypoints: int, backend: str, upright: bool, precision: str = "float32") -> torch.nn.Module:
     import kornia.feature as KF
+    import torch
 
     return KF.SIFTFeatureScaleSpace(
         max_keypoints, upright=upright, rootsift=False, descriptor_backend=backend
-    ).eval()
+    ).eval().to(getattr(torch, precision))
+
+
+def dog_extractor(cfg: SiftConfig) -> torch.nn.Module:
+    """The kornia DoG SIFT module for ``cfg`` (shared by every caller so they compute alike)."""
+    return _dog_extractor(cfg.max_keypoints, cfg.descriptor_backend, cfg.upright, cfg.precision)
 
 
 @lru_cache(maxsize=2)
-def _patch_descriptor() -> torch.nn.Module:
+def _patch_descriptor(precision: str = "float32") -> torch.nn.Module:
     import kornia.feature as KF
+    import torch
 
-    return KF.LAFDescriptor(KF.SIFTDescriptor(patch_size=41, rootsift=False), patch_size=41).eval()
+    return KF.LAFDescriptor(KF.SIFTDescriptor(patch_size=41, rootsift=False), patch_size=41).eval().to(getattr(torch, precision))
 
 
 def dense_grid(height: int, width: int, step: int, margin: float) -> np.ndarray:
@@ -114,7 +130,7 @@ def _extract_one_dog(img: torch.Tensor, cfg: SiftConfig) -> tuple[np.ndarray, np
     import torch
     from kornia.feature import get_laf_center, get_laf_orientation, get_laf_scale
 
-    extractor = _dog_extractor(cfg.max_keypoints, cfg.descriptor_backend, cfg.upright)
+    extractor = dog_extractor(cfg)
     with torch.no_grad():
         lafs, responses, desc = extractor(img[None])
     resp = responses[0].abs().numpy()
@@ -132,11 +148,11 @@ def _extract_one_dense(img: torch.Tensor, cfg: SiftConfig) -> tuple[np.ndarray, 
     centres = dense_grid(h, w, cfg.dense_step, margin=cfg.dense_scale / 2)[: cfg.max_keypoints]
     if len(centres) == 0:
         return centres, np.zeros((0, DESCRIPTOR_DIM), np.float32), np.zeros((0, 2), np.float32)
-    c = torch.from_numpy(centres)[None]
-    scale = torch.full((1, len(centres), 1, 1), float(cfg.dense_scale))
-    ori = torch.zeros(1, len(centres), 1)
+    c = torch.from_numpy(centres)[None].to(img.dtype)
+    scale = torch.full((1, len(centres), 1, 1), float(cfg.dense_scale), dtype=img.dtype)
+    ori = torch.zeros(1, len(centres), 1, dtype=img.dtype)
     with torch.no_grad():
-        desc = _patch_descriptor()(img[None], laf_from_center_scale_ori(c, scale, ori))
+        desc = _patch_descriptor(cfg.precision)(img[None], laf_from_center_scale_ori(c, scale, ori))
     d = desc[0].numpy()
     keep = np.linalg.norm(d, axis=1) > 0
     geometry = np.stack([np.full(len(centres), cfg.dense_scale, np.float32), np.zeros(len(centres), np.float32)], axis=1)
@@ -157,7 +173,7 @@ def single_thread() -> Iterator[None]:
 
 
 def _extract(images: Images, cfg: SiftConfig) -> dict[str, np.ndarray]:
-    grey = to_grey_tensor(images.images, cfg.image_size)
+    grey = to_grey_tensor(images.images, cfg.image_size, cfg.precision)
     one = _extract_one_dog if cfg.detector == "dog" else _extract_one_dense
     kps, descs, geoms, index = [], [], [], []
     for i in range(len(grey)):

@@ -204,3 +204,20 @@ def test_registered_in_scenario_hooks():
     hooks.vispriv_register_defenses(seen.append)
     assert LdpFeat in seen and LdpFeat.produces == (LdpFeatures,)
     assert pytest.approx(1024 * math.log(2)) == ldp.NAIVE_LOG_DOMAIN_SIZE
+
+
+def test_without_its_own_sift_the_defense_follows_the_scene(scene, tmp_path):
+    """The scene's SIFT (DescriptorPublic.sift) decides the keypoints and the dictionary K, so K is the
+    one the invert-ldp attacker rebuilds with the scene's settings (it was SiftConfig() before)."""
+    from vispriv.plugins.descriptor_release.sift import SiftConfig, extract_features
+
+    private, public = scene
+    scene_sift = SiftConfig(max_keypoints=12)
+    public = DescriptorPublic(public.lifting, public.public, scene_sift)
+    follows = _defense(sift=None, epsilon=math.inf, m=1)
+    out = follows.protect(private, public, _ctx(tmp_path))
+    assert np.bincount(out.release.image_index).max() <= 12
+    assert out.release.n_keypoints == extract_features(private, scene_sift).n_keypoints
+    k = follows.dictionary(public, _ctx(tmp_path))
+    assert np.array_equal(k, _defense(sift=scene_sift.model_dump()).dictionary(public, _ctx(tmp_path)))
+    assert not np.array_equal(k, _defense(sift=SiftConfig().model_dump()).dictionary(public, _ctx(tmp_path)))
