@@ -52,7 +52,7 @@ from vispriv.harness import Attack, AttackResult, CellContext, Images, Payload, 
 from vispriv.harness.artifacts import save_image_grid
 from vispriv.harness.errors import ConfigError, InputError
 from vispriv.harness.hashing import derive_seed
-from vispriv.plugins.descriptor_release.config import SiftConfig
+from vispriv.plugins.descriptor_release.config import SiftConfig, scene_sift
 from vispriv.plugins.descriptor_release.inversion import InversionConfig, SparseFeatures
 from vispriv.plugins.descriptor_release.inversion.config import RefineConfig
 from vispriv.plugins.descriptor_release.inversion.refine import SiftTargets
@@ -156,7 +156,7 @@ class _Inversion(Attack):
 
     def sift(self, public: Payload | None) -> SiftConfig:
         """The SIFT setting of the scene (every party's), unless the config overrides it."""
-        return self.config.sift or getattr(public, "sift", None) or SiftConfig()
+        return scene_sift(self.config.sift, public)
 
     def public_features(self, variant: Images, release: Payload, public: DescriptorPublic, ctx: CellContext) -> SparseFeatures:
         raise NotImplementedError

@@ -33,7 +33,7 @@ from vispriv.harness.artifacts import save_image_grid
 from vispriv.harness.errors import InputError
 from vispriv.harness.hashing import fingerprint
 from vispriv.plugins.attacks.baselines import public_mean_brightness
-from vispriv.plugins.descriptor_release.config import SiftConfig
+from vispriv.plugins.descriptor_release.config import SiftConfig, scene_sift
 from vispriv.plugins.descriptor_release.datasets import SCENARIO, scene_public
 from vispriv.plugins.descriptor_release.patches import PATCHES_VERSION, PatchDatabase
 from vispriv.plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, RawFeatures
@@ -108,7 +108,7 @@ class InvertPatches(Attack):
         cfg = self.config
         pub = scene_public(public)
         _check_keypoints(release)
-        db = patch_database(pub, cfg.public_sets, cfg.sift or pub.sift, cfg.patch_size, cfg.support, ctx.cache)
+        db = patch_database(pub, cfg.public_sets, scene_sift(cfg.sift, pub), cfg.patch_size, cfg.support, ctx.cache)
         if isinstance(release, LdpFeatures):
             queries = release.candidates.reshape(-1, release.candidates.shape[-1])
             patches, dist = nearest_patches(db, queries, cfg.neighbours)

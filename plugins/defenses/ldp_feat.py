@@ -26,6 +26,7 @@ from pydantic import Field, model_validator
 from vispriv.harness import CellContext, Defense, Images, Payload, PluginConfig, Protected
 from vispriv.harness.errors import InputError
 from vispriv.plugins.descriptor_release import ldp
+from vispriv.plugins.descriptor_release.config import scene_sift
 from vispriv.plugins.descriptor_release.dictionary import KmeansMethod, kmeans_method_field
 from vispriv.plugins.descriptor_release.matching import MatchingConfig, utility_directions
 from vispriv.plugins.descriptor_release.payloads import DescriptorPublic, LdpFeatures, RawFeatures
@@ -112,7 +113,7 @@ class LdpFeat(Defense):
         Following the scene keeps the dictionary K the one an attacker rebuilds from the same
         public knowledge (the ``invert-ldp`` attack builds its copy with the scene's SIFT).
         """
-        return self.config.sift or getattr(public, "sift", None) or SiftConfig()
+        return scene_sift(self.config.sift, public)
 
     def dictionary(self, public: Payload | None, ctx: CellContext) -> np.ndarray:
         """The public dictionary K, (|K|, 128), built from ``public.lifting`` (cached).

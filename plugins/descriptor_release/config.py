@@ -34,3 +34,12 @@ class SiftConfig(PluginConfig):
         description="floating point of the scale space and descriptors; float64 gives the same keypoints and "
         "descriptors on every CPU (float32 kernels differ by instruction set), ~20% slower",
     )
+
+
+def scene_sift(own: SiftConfig | None, public: object) -> SiftConfig:
+    """The SIFT setting a plugin uses: its own when given, else the scene's (``public.sift``), else the defaults.
+
+    One rule for the defenses and every attacker, so that a dictionary or database built from
+    the same public knowledge is the same on both sides.
+    """
+    return own or getattr(public, "sift", None) or SiftConfig()
