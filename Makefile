@@ -25,11 +25,15 @@ lint: setup
 	$(BIN)/ruff check .
 
 # pytest exits 5 when it collects no test: report it rather than fail the recipe.
-# Tests run in parallel (pytest-xdist), one worker per core up to TEST_WORKERS: on the 2-core
-# CI machine 11 min instead of 14 min sequentially (measured 2026-11-26). TEST_WORKERS=0 runs them in one process.
+# Tests run in parallel (pytest-xdist), one worker per core up to TEST_WORKERS, each with one
+# OpenMP/torch thread: several threads per worker fight over the cores (measured 2026-11-26 on
+# the 2-core machine, 519 passed each way: one process 14 min 18 s; 2 workers 11 min 11 s;
+# 2 workers with OMP_NUM_THREADS=1 8 min 49 s). TEST_WORKERS=0 runs them in one process.
 TEST_WORKERS ?= 4
+PARALLEL := $(if $(filter 0,$(TEST_WORKERS)),,-n auto --maxprocesses $(TEST_WORKERS))
+THREADS := $(if $(filter 0,$(TEST_WORKERS)),,OMP_NUM_THREADS=1)
 test: lint
-	@$(BIN)/pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n auto --maxprocesses $(TEST_WORKERS)); rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc
+	@$(THREADS) $(BIN)/pytest -q $(PARALLEL); rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc
 
 clean:
 	rm -rf $(VENV) .vispriv-cache mlflow.db mlartifacts reports
