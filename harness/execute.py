@@ -9,6 +9,7 @@ same whichever cell computes it first.
 from __future__ import annotations
 
 import dataclasses
+import platform
 import sys
 import time
 import traceback
@@ -85,6 +86,9 @@ class CellOutcome:
     end_ms: int | None = None
     #: The device the cell ran on (the context's, or the CUDA device a plugin initialised).
     device: str = "cpu"
+    #: The CPU and its numeric kernels (:func:`cpu_used`): results resting on float32 torch code
+    #: (trained networks, float32 SIFT) reproduce on the same kernels and thread count.
+    cpu: str = ""
     #: Why a FINISHED cell has no privacy score (estimate keys matching no truth key, or no metric), else "".
     warning: str = ""
 
@@ -117,6 +121,7 @@ def run_cell(cell: Cell, cache_dir: str | None, artifact_dir: str, quiet: bool =
         end_ms=start_ms + int(round(seconds * 1000)),
         warning=warning,
         device=device_used(base),
+        cpu=cpu_used(),
     )
 
 
@@ -135,6 +140,21 @@ def device_used(ctx: CellContext) -> str:
         index = torch.cuda.current_device()
         return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
     return ctx.device
+
+
+def cpu_used() -> str:
+    """The machine's architecture and, when a plugin of this process loaded torch, its CPU kernels and threads.
+
+    E.g. ``x86_64; torch AVX2 kernels, 2 threads``. PyTorch picks its float32 CPU kernels by
+    instruction set, and a network trained with another kernel set or thread count comes out
+    different (docs/paper-scale.md, "Same numbers on the same machine"): this tag says which ran.
+    """
+    arch = platform.machine() or "unknown"
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return arch
+    threads = torch.get_num_threads()
+    return f"{arch}; torch {torch.backends.cpu.get_cpu_capability()} kernels, {threads} thread{'s' if threads != 1 else ''}"
 
 
 def _run(cell: Cell, base: CellContext) -> tuple[dict[str, float], dict[str, bool], str]:

@@ -259,6 +259,7 @@ def _log_cell(tracker: Tracker, experiment_id: str, parent: str, cell: Cell, out
             "vispriv.higher_is_better": json.dumps(outcome.higher_is_better, sort_keys=True),
             "vispriv.seconds": f"{outcome.seconds:.2f}",
             "vispriv.device": outcome.device,
+            "vispriv.cpu": outcome.cpu,
         },
     )
     if outcome.artifact_dir:

@@ -390,6 +390,24 @@ def test_device_tag_is_the_device_the_cell_used(extras_run):
     assert tags["vispriv.device"] == outcome.device
 
 
+def test_cpu_tag_names_the_kernels_and_threads_torch_used(extras_run):
+    import platform
+
+    import torch
+
+    from vispriv.harness.execute import cpu_used
+
+    _, result = extras_run(attacks=["toy-denoise"])
+    tags = extras_run.tracker.cell_runs(result.experiment_id)[0].data.tags
+    assert tags["vispriv.cpu"] == result.finished[0][1].cpu == cpu_used()
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert cpu_used() == f"{platform.machine()}; torch {torch.backends.cpu.get_cpu_capability()} kernels, 1 thread"
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_payloads_refuse_what_they_document_they_do_not_hold():
     from vispriv.harness import Labels, Rankings
     from vispriv.harness.errors import InputError
