@@ -58,7 +58,7 @@ def main() -> None:
         n_adv = n_adversarial(m, "sub-hybrid")
 
         def error(v: int, u: int, release=release, n_adv=n_adv) -> float:
-            est, _, _ = database_attack(w, release.offsets, release.bases, n_adv, v, u)
+            est = database_attack(w, release.offsets, release.bases, n_adv, v, u).estimates
             return float(np.linalg.norm(l2_normalise(est) - truth, axis=1).mean())
 
         base = error(*BASELINE)

@@ -19,7 +19,9 @@ and is extrapolated LINEARLY, which the row says):
   correspondences at 30 % inliers (early stop) and at 2 % inliers with 10k trials (the
   per-trial cost, extrapolated to the 100k-10M trials of the LDP-Feat ablation);
 * database attack (section 4.1) and clustering attack (section 4.2) of 1,000 subspaces
-  against |W| = 4,096 and 262,144 rows (run on 256 subspaces at 256k, scaled to 1,000);
+  against |W| = 4,096 and 262,144 rows, at m = 2 and m = 16 with the plugins' default |V|
+  (|W| / 8 for the database attack) and the mean over Table 1's m (run on 128 subspaces at
+  256k, scaled to 1,000);
 * faiss spherical k-means, per iteration, per (point x centroid) -- the dictionaries W, Z, K;
   and the two-level k-means (``kmeans_method: hierarchical``), per iteration, per
   (point x (top clusters + words per top cluster)): the same dictionaries ~sqrt(k)/2 times cheaper;
@@ -179,7 +181,15 @@ def stage_localisation(repeats: int) -> list[Row]:
     return rows
 
 
+#: Table 1 sweeps m = 2, 4, 8, 16; the attacks' cost is linear in m (the kernel's m + 1 rows,
+#: the database attack's m / 2 adversarial rows), so their mean is the cost at m = 7.5.
+TABLE1_MEAN_M = (2 + 4 + 8 + 16) / 4
+
+
 def stage_attacks(repeats: int, quick: bool) -> list[Row]:
+    """The database and clustering attacks with their plugins' default |V| (and |U| = 1), at m = 2 and 16."""
+    from vispriv.plugins.attacks.clustering import default_cluster_v_size
+    from vispriv.plugins.attacks.database import default_v_size
     from vispriv.plugins.descriptor_release.recovery import cluster_candidates, database_attack
     from vispriv.plugins.descriptor_release.subspace import lift
 
@@ -187,14 +197,27 @@ def stage_attacks(repeats: int, quick: bool) -> list[Row]:
     rows = []
     for size in (4096, 262_144):
         db = _unit_rows(rng, size)
-        n_sub = 1000 if size <= 4096 else (64 if quick else 256)
-        lifted = lift(_unit_rows(rng, n_sub), 2, "hybrid", np.random.default_rng(2), database=db)
-        t_db = best_of(lambda db=db, o=lifted.offsets, b=lifted.bases: database_attack(db, o, b, 1, 20, 1), repeats) * 1000 / n_sub
-        t_cl = best_of(lambda db=db, o=lifted.offsets, b=lifted.bases: cluster_candidates(db, o, b, 2, 20), repeats) * 1000 / n_sub
-        flops = 2.0 * 1000 * 3 * 128 * size
+        n_sub = 1000 if size <= 4096 else (32 if quick else 128)
         scaled = "" if n_sub == 1000 else f"; run on {n_sub} subspaces, scaled linearly"
-        rows.append(Row(f"database attack, W = {size:,}", "image (1,000 subspaces)", t_db, f"m = 2{scaled}", flops / 1e9, key=f"db{size}"))
-        rows.append(Row(f"clustering attack, Z = {size:,}", "image (1,000 subspaces)", t_cl, f"m = 2{scaled}", flops / 1e9, key=f"cl{size}"))
+        per_m: dict[str, dict[int, float]] = {"db": {}, "cl": {}}
+        for m in (2, 16):
+            n_adv = m // 2
+            lifted = lift(_unit_rows(rng, n_sub), m, "hybrid", np.random.default_rng(2), database=db)
+            v_db, v_cl = default_v_size(size, n_adv), default_cluster_v_size(n_adv + 1, size)
+            per_m["db"][m] = best_of(lambda db=db, o=lifted.offsets, b=lifted.bases, n=n_adv, v=v_db: database_attack(db, o, b, n, v, 1),
+                                     max(1, repeats - 1)) * 1000 / n_sub
+            per_m["cl"][m] = best_of(lambda db=db, o=lifted.offsets, b=lifted.bases, n=n_adv, v=v_cl: cluster_candidates(db, o, b, n + 1, v),
+                                     max(1, repeats - 1)) * 1000 / n_sub
+            flops = 2.0 * 1000 * (m + 1) * 128 * size
+            rows.append(Row(f"database attack, W = {size:,}, m = {m}", "image (1,000 subspaces)", per_m["db"][m],
+                            f"V of {v_db:,} rows, U of 1{scaled}", (flops + 2.0 * 1000 * n_adv * 128 * size) / 1e9))
+            rows.append(Row(f"clustering attack, Z = {size:,}, m = {m}", "image (1,000 subspaces)", per_m["cl"][m],
+                            f"V of {v_cl} rows, k = {n_adv + 1}{scaled}", flops / 1e9))
+        for kind, label in (("db", "database attack, W"), ("cl", "clustering attack, Z")):
+            t2, t16 = per_m[kind][2], per_m[kind][16]
+            rows.append(Row(f"{label} = {size:,}, mean over m = 2, 4, 8, 16", "image (1,000 subspaces)",
+                            t2 + (t16 - t2) * (TABLE1_MEAN_M - 2) / 14, "interpolated linearly in m (Table 1's sweep)",
+                            key=f"{kind}{size}"))
     return rows
 
 
@@ -209,7 +232,7 @@ def stage_kmeans(repeats: int, quick: bool) -> list[Row]:
         km = faiss.Kmeans(128, k, niter=2, spherical=True, seed=1, verbose=False, max_points_per_centroid=n)
         km.train(x)
 
-    t = best_of(one_iter, max(1, repeats // 2)) / 2
+    t = best_of(one_iter, max(2, repeats // 2)) / 2
     per = t / (n * k)
     return [Row("spherical k-means (faiss)", "iteration per 1e9 point x centroid", per * 1e9,
                 f"measured at {n:,} x {k:,}; 10M x 256k x 20 iter = {per * 1e7 * 262_144 * 20 / 3600:.0f} h",
@@ -422,34 +445,38 @@ def stage_album(limit: float) -> list[Row]:
 GPU_GFLOPS = 10_000.0
 
 #: The paper configs' work at full scale, in the stage units above: (stage key, count, where).
-#: where: "gpu" = the code runs it on a GPU today (Lightning ``accelerator``); "port" = the
-#: library has a GPU path the code does not use yet (faiss-gpu, a torch device for SIFT and
-#: the point-to-subspace kernel); "cpu" = stays on the CPU (big-integer Paillier, HiGHS,
+#: where: "gpu" = the code runs it on a GPU today (Lightning ``accelerator``; the attacks'
+#: point-to-subspace kernels with the matrix's ``device: cuda``, not yet run on a GPU in this
+#: project); "port" = the library has a GPU path the code does not use yet (faiss-gpu, a
+#: torch device for SIFT); "cpu" = stays on the CPU (big-integer Paillier, HiGHS,
 #: JPEG decoding, HNSW search). Counts follow the configs as written (docs/paper-scale.md):
 #: scene-trees ``limit: 2000`` images per split at 256 px (~1,000 SIFT each, x4 views for the
-#: dictionaries, x2 flips for the networks), 20,000 training steps per network; Caltech101 at
+#: dictionaries, x2 flips for the networks), 20,000 training steps per network, the test split
+#: twice (:data:`TEST_PHOTOS`: the paper's 10 photos, and 2,000); Caltech101 at
 #: 45 x 45 px (D = 2,026 with the bias), 101 classes, 5 users, 20 rounds, capacity M = 0.1 D NC;
 #: 750k photos, 1,000 collections per type.
-M_FACTOR = (3 + 5 + 9 + 17) / 4 / 3  # point-to-subspace cost ~ (m + 1); measured at m = 2, Table 1 sweeps m 2-16
+#: Test photos of LDP-Feat Tables 1 and 4: the paper's 10 Flickr holiday photos (section 6.1),
+#: and as many as the configs' ``limit`` lets a larger private set give (2,000).
+TEST_PHOTOS = {"10 test photos (the paper's)": 10, "2,000 test photos": 2000}
 DPHE_M = int(np.ceil(0.1 * 2026 * 101))  # values per DPHE message (one shard at the paper's >= 90 % sparsity)
 WORKLOADS: dict[str, list[tuple[str, float, str]]] = {
-    "LDP-Feat Table 1 (paper/ldp_feat_table1_inversion)": [
-        ("sift256", 22_000, "port"),
+    **{f"LDP-Feat Table 1 (paper/ldp_feat_table1_inversion), {label}": [
+        ("sift256", 20_000 + test, "port"),  # W and Z photos x4 views, training x2 flips, the test photos
         ("kmeans", 8e6 * (262_144 + 131_072) * 20 / 1e9, "port"),  # W and Z: 8M descriptors, 20 iterations
-        ("lift", 2000 * 4, "cpu"),
-        ("db262144", 2000 * 4 * M_FACTOR, "port"),
-        ("cl262144", 2000 * 4 * M_FACTOR * 0.5 * 2, "port"),  # clustering + nearest, Z = 131,072
+        ("lift", (2000 + test) * 4, "cpu"),  # DIA's training photos and the test photos, each m
+        ("db262144", test * 4, "gpu"),  # the test photos' releases, mean over Table 1's m; `device: cuda`
+        ("cl262144", test * 4 * 0.5 * 2, "gpu"),  # clustering + nearest, Z = 131,072; `device: cuda`
         ("train", 5 * 20_000, "gpu"),  # Raw + 4 DIA networks
-        ("infer", 2000 * 17, "gpu"),
-    ],
-    "LDP-Feat Table 4 (paper/ldp_feat_table4_ldp_inversion)": [
-        ("sift256", 14_000, "port"),
+        ("infer", test * 17, "gpu"),
+    ] for label, test in TEST_PHOTOS.items()},
+    **{f"LDP-Feat Table 4 (paper/ldp_feat_table4_ldp_inversion), {label}": [
+        ("sift256", 12_000 + test, "port"),
         ("kmeans", 8e6 * (262_144 + 524_288) * 20 / 1e9, "port"),
-        ("quant", 6000 * 16 * 1.25 / 22, "cpu"),  # HNSW ~22x exact; 512k rows cost 2x
-        ("omega", 6000 * 16, "cpu"),
+        ("quant", (4000 + test) * 16 * 1.25 / 22, "cpu"),  # training x2 flips and test; HNSW ~22x exact; 512k rows cost 2x
+        ("omega", (4000 + test) * 16, "cpu"),
         ("train", 16 * 20_000, "gpu"),
-        ("infer", 2000 * 16, "gpu"),
-    ],
+        ("infer", test * 16, "gpu"),
+    ] for label, test in TEST_PHOTOS.items()},
     # Localisation (Tables 2, 3; their configs belong to the localisation scenario): Aachen's 824
     # day queries at 1024 px, 23 + 7 rows, each query matched to 20 retrieved reference images and
     # LO-RANSAC run to a 100k-trial budget (low inlier ratios at small epsilon do not stop early);
@@ -487,18 +514,20 @@ WORKLOADS: dict[str, list[tuple[str, float, str]]] = {
 #: The LDP-Feat tables again with every dictionary built by ``kmeans_method: hierarchical``:
 #: per iteration N x (b + k/b) with b = sqrt(k), i.e. N x 2 sqrt(k) point-centroid pairs.
 HIERARCHICAL_KMEANS = {
-    "LDP-Feat Table 1 (paper/ldp_feat_table1_inversion)": 8e6 * 2 * (512 + 362) * 20 / 1e9,
-    "LDP-Feat Table 4 (paper/ldp_feat_table4_ldp_inversion)": 8e6 * 2 * (512 + 724) * 20 / 1e9,
-    "LDP-Feat Tables 2-3, Aachen (localisation; assumptions above)": 10e6 * 2 * (362 + 512 + 724 + 1024) * 20 / 1e9,
+    "LDP-Feat Table 1": 8e6 * 2 * (512 + 362) * 20 / 1e9,
+    "LDP-Feat Table 4": 8e6 * 2 * (512 + 724) * 20 / 1e9,
+    "LDP-Feat Tables 2-3, Aachen": 10e6 * 2 * (362 + 512 + 724 + 1024) * 20 / 1e9,
 }
 #: Album Table 1 as read before 2026-11-25 (and with ``network_decode: full``): the full-size decode.
 WORKLOADS["Album Table 1, network_decode: full"] = [
     ("decode_full", n, where) if key == "decode" else (key, n, where)
     for key, n, where in WORKLOADS["Album Table 1 (paper/album_table1_geolocation)"]
 ]
-for _table, _pairs in HIERARCHICAL_KMEANS.items():
-    WORKLOADS[f"{_table.split(' (')[0]}, kmeans_method: hierarchical"] = [
-        *(w for w in WORKLOADS[_table] if w[0] != "kmeans"), ("hkmeans", _pairs, "port")
+for _table in [t for t in WORKLOADS if t.startswith(tuple(HIERARCHICAL_KMEANS))]:
+    _prefix = next(p for p in HIERARCHICAL_KMEANS if _table.startswith(p))
+    _suffix = _table.split("), ")[1] + ", " if "), " in _table else ""
+    WORKLOADS[f"{_prefix}, {_suffix}kmeans_method: hierarchical"] = [
+        *(w for w in WORKLOADS[_table] if w[0] != "kmeans"), ("hkmeans", HIERARCHICAL_KMEANS[_prefix], "port")
     ]
 
 
@@ -566,7 +595,10 @@ def main() -> None:
         rows.extend(got)
         print(f"  {name}: {len(got)} rows in {time.perf_counter() - t0:.1f} s", flush=True)
     # re-measure the baseline after the stages: the ratio uses the better of the two
-    t_mm = min(t_mm, baselines(max(5, r))[0])
+    t_after = baselines(max(5, r))[0]
+    print(f"baseline matmul again after the stages: {t_after * 1e3:.2f} ms = {2 * MM_N**3 / t_after / 1e9:.1f} GFLOP/s "
+          "(the ratios below use the faster of the two)")
+    t_mm = min(t_mm, t_after)
     print()
     print("| stage | per | seconds | x mm | % of matmul roof | note |")
     print("|---|---|---|---|---|---|")

@@ -16,9 +16,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from vispriv.harness.devices import check_device
 from vispriv.harness.errors import ConfigError
 
-TOP_LEVEL_KEYS = ("name", "seed", "datasets", "defenses", "attacks", "metrics", "cache_dir", "description", "resources")
+TOP_LEVEL_KEYS = ("name", "seed", "datasets", "defenses", "attacks", "metrics", "cache_dir", "description", "resources", "device")
 
 
 class MatrixConfig(BaseModel):
@@ -38,6 +39,10 @@ class MatrixConfig(BaseModel):
     #: Default resources of one cell for distributed executors (``{cpus: 1, gpus: 0}``);
     #: a plugin's own ``resources`` wins where it declares more.
     resources: dict[str, float] | None = None
+    #: The torch device of the plugins' tensor kernels (``CellContext.device``): ``cpu`` or
+    #: ``cuda`` / ``cuda:N``; checked against this machine's torch before any cell runs
+    #: (:func:`vispriv.harness.devices.check_device`). Networks keep their own ``accelerator``.
+    device: str = "cpu"
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
@@ -120,9 +125,11 @@ def validate_config(data: dict[str, Any], source: str = "config") -> MatrixConfi
             f"{source}: unknown key {unknown[0]!r}; allowed top-level keys: {', '.join(TOP_LEVEL_KEYS)}"
         )
     try:
-        return MatrixConfig(**data)
+        config = MatrixConfig(**data)
     except ValidationError as exc:
         raise ConfigError(f"{source}: {format_validation_error(exc)}") from None
+    check_device(config.device, source)
+    return config
 
 
 def format_validation_error(exc: ValidationError) -> str:

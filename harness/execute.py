@@ -101,7 +101,7 @@ def run_cell(cell: Cell, cache_dir: str | None, artifact_dir: str, quiet: bool =
     # In-cell bars (tqdm, Lightning's) only where they can redraw in place: a log file or a
     # pipe (CI, SLURM, nohup) would keep every redraw.
     quiet = quiet or not stderr_is_terminal()
-    base = CellContext(seed=cell.seed, cache=Cache(cache_dir), artifact_dir=art, quiet=quiet)
+    base = CellContext(seed=cell.seed, cache=Cache(cache_dir), artifact_dir=art, quiet=quiet, device=cell.device)
     try:
         metrics, directions, warning = _run(cell, base)
         status, error, tb = "FINISHED", "", ""

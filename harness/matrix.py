@@ -99,6 +99,8 @@ class Cell:
     #: The configured metric plugins that score this cell (``metrics:`` entries, or every fitting metric with defaults).
     metrics: tuple[Stage, ...]
     matrix_seed: int
+    #: The torch device of the plugins' tensor kernels (the config's ``device``).
+    device: str = "cpu"
 
     @property
     def scenario(self) -> str:
@@ -399,7 +401,7 @@ def _add_attack(
             metrics = tuple(m for m in combo if _fits(produced_all, m.cls.consumes) and m.cls.scenario in ("any", scenario))
             if metrics not in seen:
                 seen.add(metrics)
-                matrix.cells.append(Cell(dataset, defense, tuple(chain), metrics, config.seed))
+                matrix.cells.append(Cell(dataset, defense, tuple(chain), metrics, config.seed, config.device))
 
 
 def _select_metrics(config: MatrixConfig, registry: Registry) -> list[list[Stage]] | None:

@@ -55,7 +55,7 @@ class ClusteringAttack(Attack):
                 f"set n_adversarial (0..m = {release.m})"
             )
         k = n_adv + 1
-        v_size = min(len(z), cfg.v_size or max(16, 4 * k))
+        v_size = min(len(z), cfg.v_size) if cfg.v_size else default_cluster_v_size(k, len(z))
         cands, sizes, rows, _ = cluster_candidates(z, release.offsets, release.bases, k, v_size, cfg.kmeans_iters, ctx.device)
         if cfg.aux == "none":
             aux = [np.zeros(0, np.int64)] * release.n_keypoints
@@ -79,3 +79,8 @@ class ClusteringAttack(Attack):
             },
             metric_directions={"aux_found": True, "aux_mean_size": True},
         )
+
+
+def default_cluster_v_size(k: int, database_size: int) -> int:
+    """|V| when the config leaves it out: four rows per cluster, at least 16, at most |Z|."""
+    return min(database_size, max(16, 4 * k))

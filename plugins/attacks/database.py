@@ -62,18 +62,19 @@ class DatabaseAttack(Attack):
             raise InputError(f"n_adversarial + v_size = {n_adv + v_size} must be at most the database size {len(w)} (and v_size >= 1)")
         if cfg.u_size > v_size:
             raise InputError(f"u_size ({cfg.u_size}) must not exceed v_size ({v_size})")
-        est, rows, dist = database_attack(w, release.offsets, release.bases, n_adv, v_size, cfg.u_size, ctx.device)
+        rec = database_attack(w, release.offsets, release.bases, n_adv, v_size, cfg.u_size, ctx.device)
+        dist = rec.nearest_dist
         trace = RecoveryTrace(
-            neighbours=w[rows[:, : n_adv + 1]],
+            neighbours=w[rec.nearest_rows],
             source="lifting",
             offsets=release.offsets,
             bases=release.bases,
-            aux_rows=np.zeros((len(rows), 0), np.int64),
+            aux_rows=np.zeros((len(dist), 0), np.int64),
         )
         exact = float(np.mean(dist[:, n_adv - 1] < ZERO_DISTANCE)) if n_adv and len(dist) else 1.0
         gap = float(np.mean(dist[:, n_adv])) if len(dist) else 0.0
         return AttackResult(
-            estimate={"descriptors": recovered(release, est), "lifting": trace},
+            estimate={"descriptors": recovered(release, rec.estimates), "lifting": trace},
             metrics={"adversarial_found": exact, "first_nonzero_distance": gap},
             metric_directions={"adversarial_found": True, "first_nonzero_distance": False},
         )

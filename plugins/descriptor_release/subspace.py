@@ -7,9 +7,10 @@ basis rows ``B`` (m, 128): ``D = {c + B^T t}`` (LDP-Feat (ICCV 2023) section 3).
   re-parameterisation of section 3 (fresh offset and basis drawn from U([-1, 1]^128) and
   projected onto D), so neither the offset nor the basis exposes ``d``.
 * :func:`project` -- the orthogonal projection ``p_D(x) = c + B^T B (x - c)``.
-* :func:`point_subspace_sqdist` / :func:`nearest_to_subspaces` -- squared point-to-subspace
-  distances ``||w - c||^2 - ||B (w - c)||^2``, batched as matrix products and chunked over
-  the database so memory stays bounded whatever ``|W|`` (the hot path of sections 4.1-4.2).
+* :func:`point_subspace_sqdist` / :func:`nearest_to_subspaces` / :func:`subspace_rows_sqdist`
+  -- squared point-to-subspace distances ``||w - c||^2 - ||B (w - c)||^2``, batched as matrix
+  products and chunked over the database so memory stays bounded whatever ``|W|`` (the hot
+  path of sections 4.1-4.2).
 * :func:`subspace_sqdist` -- squared subspace-to-subspace distances (closest points of two
   affine subspaces), robust to parallel subspaces.
 
@@ -20,6 +21,7 @@ within distance 1 of the origin, so the expanded form loses little precision in 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -235,6 +237,46 @@ def point_subspace_sqdist(
     return out
 
 
+def database_tensor(database: np.ndarray | torch.Tensor, device: str = "cpu") -> torch.Tensor:
+    """A (N, 128) database as a float32 tensor on ``device``, checked: the input of :func:`subspace_rows_sqdist`."""
+    import torch
+    w = _as_tensor(database, device, torch.float32)
+    if w.ndim != 2 or w.shape[1] != DESCRIPTOR_DIM:
+        raise InputError(f"database must be (N, {DESCRIPTOR_DIM}); got {tuple(w.shape)}")
+    return w
+
+
+def subspace_rows_sqdist(
+    database: torch.Tensor,
+    offsets: np.ndarray,
+    bases: np.ndarray,
+    subspace_chunk: int = 64,
+    chunk_elements: int = CHUNK_ELEMENTS,
+) -> Iterator[tuple[int, int, torch.Tensor]]:
+    """Yield ``(s0, s1, sqdist)``: the squared distances of every database row to subspaces s0..s1-1, (s, N).
+
+    The same kernel as :func:`nearest_to_subspaces`, for callers that need whole rows of the
+    (S, N) matrix (a k-th smallest, a mask over the database) one chunk of subspaces at a
+    time: memory O(subspace_chunk N + chunk_elements). ``database`` from :func:`database_tensor`.
+    """
+    import torch
+    offsets, bases = np.asarray(offsets), np.asarray(bases)
+    _check_subspaces(offsets, bases)
+    m = bases.shape[1]
+    w_sq = database.square().sum(dim=1)
+    point_chunk = max(1, chunk_elements // max(1, subspace_chunk * (m + 1)))
+    buffers: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+    for s0 in range(0, len(offsets), subspace_chunk):
+        s1 = min(s0 + subspace_chunk, len(offsets))
+        stack, c_sq = _prepare(offsets[s0:s1], bases[s0:s1], str(database.device), torch.float32)
+        flat = stack.reshape(-1, DESCRIPTOR_DIM)
+        out = database.new_empty((s1 - s0, len(database)))
+        for p0 in range(0, len(database), point_chunk):
+            p1 = min(p0 + point_chunk, len(database))
+            out[:, p0:p1] = _subspace_chunk_sqdist(database[p0:p1], w_sq[p0:p1], flat, c_sq, m, buffers)
+        yield s0, s1, out
+
+
 def nearest_to_subspaces(
     database: np.ndarray | torch.Tensor,
     offsets: np.ndarray,
@@ -253,9 +295,7 @@ def nearest_to_subspaces(
     import torch
     offsets, bases = np.asarray(offsets), np.asarray(bases)
     _check_subspaces(offsets, bases)
-    w_all = _as_tensor(database, device, torch.float32)
-    if w_all.ndim != 2 or w_all.shape[1] != DESCRIPTOR_DIM:
-        raise InputError(f"database must be (N, {DESCRIPTOR_DIM}); got {tuple(w_all.shape)}")
+    w_all = database_tensor(database, device)
     if not 1 <= n <= len(w_all):
         raise InputError(f"n must be in [1, {len(w_all)}] (the database size); got {n}")
     m = bases.shape[1]

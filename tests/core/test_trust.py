@@ -390,6 +390,32 @@ def test_device_tag_is_the_device_the_cell_used(extras_run):
     assert tags["vispriv.device"] == outcome.device
 
 
+def test_config_device_reaches_every_cell_context(extras_run, monkeypatch):
+    import vispriv.harness.config as config_module
+
+    monkeypatch.setattr(config_module, "check_device", lambda device, source="config": None)  # as on a GPU machine
+    _, result = extras_run(attacks=["toy-denoise"], device="cuda:0")
+    assert [o.device for _, o in result.finished] == ["cuda:0"]
+    tags = extras_run.tracker.cell_runs(result.experiment_id)[0].data.tags
+    assert tags["vispriv.device"] == "cuda:0"
+
+
+@pytest.mark.parametrize(("device", "message"), [
+    ("gpu", "device 'gpu' is not one of cpu, cuda, cuda:N"),
+    ("cuda", "device 'cuda' asked for, but this torch"),
+])
+def test_unusable_device_is_one_error_before_any_run(run_cli, write_config, tmp_path, device, message):
+    import torch
+
+    if device == "cuda" and torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    out = run_cli("matrix", str(write_config(toy_config())), "--quiet", "--set", f"device={device}")
+    assert out.returncode == 2, out.stderr
+    lines = _error_lines(out.stderr)
+    assert len(lines) == 1 and message in lines[0], out.stderr
+    assert _parents(tmp_path / "mlflow.db") == []
+
+
 def test_cpu_tag_names_the_kernels_and_threads_torch_used(extras_run):
     import platform
 

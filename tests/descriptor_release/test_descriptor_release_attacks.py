@@ -1,8 +1,13 @@
 """Eq. (1), Eq. (2) and the attacks of ldp-feat.md section 4 on hand-made and synthetic cases."""
 
 import numpy as np
+import pytest
+import torch
 
+from vispriv.harness.errors import InputError
 from vispriv.plugins.descriptor_release.recovery import (
+    EPS,
+    _smallest_mask,
     batched_kmeans,
     cluster_candidates,
     database_attack,
@@ -54,15 +59,67 @@ def test_database_attack_recovers_adversarial_rows_and_d():
     near = _unit(np.repeat(d, 3, axis=0) + 0.05 * np.abs(rng.normal(size=(len(d) * 3, 128))))
     w = np.concatenate([db, near])
     lf = lift(d, 4, "hybrid", rng, database=db)
-    est, rows, dist = database_attack(w, lf.offsets, lf.bases, n_adv=2, v_size=6, u_size=3)
+    rec = database_attack(w, lf.offsets, lf.bases, n_adv=2, v_size=6, u_size=3)
     for i in range(len(d)):
-        assert set(rows[i, :2]) == set(lf.adversarial_rows[i])  # step 2: exact, distance 0
-    assert dist[:, :2].max() < 1e-2
-    cos = np.sum(_unit(est) * d, axis=1)
+        assert set(rec.nearest_rows[i, :2]) == set(lf.adversarial_rows[i])  # step 2: exact, distance 0
+    assert rec.nearest_dist[:, :2].max() < 1e-2
+    cos = np.sum(_unit(rec.estimates) * d, axis=1)
     assert np.median(cos) > 0.97
     # the attack beats the nearest database row on average
     nearest_cos = np.max(w @ d.T, axis=0)
     assert np.mean(cos) > np.mean(nearest_cos)
+
+
+def _database_attack_by_full_sort(w, offsets, bases, n_adv, v_size, u_size):
+    """Section 4.1 as written, in float64: sort all of W by dist(D, w), take a, V, score, U, Eq. (1)."""
+    w = np.asarray(w, np.float64)
+    est, chosen = [], []
+    for c, b in zip(np.asarray(offsets, np.float64), np.asarray(bases, np.float64)):
+        diff = w - c
+        dist = np.sqrt(np.clip((diff**2).sum(1) - ((diff @ b.T) ** 2).sum(1), 0, None))
+        order = np.argsort(dist, kind="stable")
+        a, v = order[:n_adv], order[n_adv : n_adv + v_size]
+        score = np.linalg.norm(w[v][:, None] - w[a][None], axis=-1).min(axis=1) if n_adv else -dist[v]
+        u = v[np.argsort(-score, kind="stable")[:u_size]]
+        mean = (w[u] / np.maximum(dist[u], EPS)[:, None]).sum(0) / (1 / np.maximum(dist[u], EPS)).sum()
+        est.append(c + b.T @ (b @ (mean - c)))
+        chosen.append(u)
+    return np.array(est), np.array(chosen)
+
+
+@pytest.mark.parametrize(("m", "mode", "v_size", "u_size"), [(2, "hybrid", 40, 1), (4, "hybrid", 97, 3), (4, "adversarial", 60, 2), (2, "random", 30, 4)])
+def test_database_attack_equals_the_full_sort_of_section_4_1(m, mode, v_size, u_size):
+    rng, db, d = _world(2, n_db=500, n_desc=70)
+    lf = lift(d, m, mode, rng, database=db)
+    n_adv = {"hybrid": m // 2, "adversarial": m, "random": 0}[mode]
+    rec = database_attack(db, lf.offsets, lf.bases, n_adv, v_size, u_size, subspace_chunk=16)
+    est, chosen = _database_attack_by_full_sort(db, lf.offsets, lf.bases, n_adv, v_size, u_size)
+    np.testing.assert_array_equal(np.sort(rec.chosen_rows, axis=1), np.sort(chosen, axis=1))
+    np.testing.assert_allclose(rec.estimates, est, atol=1e-5)
+    assert rec.nearest_rows.shape == (len(d), n_adv + 1)
+    assert np.all(np.diff(rec.nearest_dist, axis=1) >= 0)
+
+
+@pytest.mark.parametrize("use_numpy", [True, False])
+def test_smallest_mask_keeps_exactly_n_and_breaks_ties_by_column(use_numpy):
+    values = torch.tensor([[3.0, 1.0, 2.0, 2.0, 2.0, 0.5], [1.0, 1.0, 1.0, 1.0, 1.0, 1.0], [5.0, 4.0, 3.0, 2.0, 1.0, 0.0]])
+    mask = _smallest_mask(values, 3, use_numpy)
+    assert mask.tolist() == [[False, True, True, False, False, True], [True, True, True, False, False, False],
+                             [False, False, False, True, True, True]]
+    rng = np.random.default_rng(0)
+    x = torch.from_numpy(rng.integers(0, 20, size=(50, 200)).astype(np.float32))  # many ties
+    got = _smallest_mask(x, 37, use_numpy)
+    order = np.argsort(x.numpy(), axis=1, kind="stable")[:, :37]  # the n smallest, ties by column
+    want = np.zeros(x.shape, bool)
+    np.put_along_axis(want, order, True, axis=1)
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_database_attack_rejects_a_v_larger_than_the_database():
+    _, db, d = _world(3, n_db=50, n_desc=4)
+    lf = lift(d, 2, "hybrid", np.random.default_rng(0), database=db)
+    with pytest.raises(InputError, match="n_adv \\+ v_size <= \\|W\\| = 50"):
+        database_attack(db, lf.offsets, lf.bases, 1, 50, 1)
 
 
 def test_clustering_attack_picks_d_with_auxiliary_subspaces():
