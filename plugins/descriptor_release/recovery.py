@@ -4,8 +4,9 @@
   with ``alpha = sum_i 1 / dist(D, u_i)``.
 * :func:`database_attack` -- section 4.1 with access to W: the ``n_adv`` nearest rows are the
   adversarial descriptors (distance 0), the next ``|V|`` are scored by their distance to the
-  nearest of them and the ``|U|`` highest-scoring ones give d by Eq. (1); streamed over W,
-  so |V| = |W| / 8 at |W| = 256k costs about what the distance kernel does.
+  nearest of them and the ``|U|`` highest-scoring ones give d by Eq. (1); streamed over W
+  with a selection instead of a sort, so |V| = |W| / 8 at |W| = 256k costs a small multiple
+  of the distance kernel itself (benchmarks/database_attack_speed.py).
 * :func:`cluster_candidates` -- section 4.2 steps 2-3: the ``|V|`` nearest rows of the public
   database Z, k = n_adv + 1 clusters (batched Lloyd k-means), one candidate per cluster by
   Eq. (2).
@@ -122,8 +123,8 @@ def _sq_distance_to_nearest_of(w: torch.Tensor, w_sq: torch.Tensor, rows: torch.
     """``min_j ||w_i - w_rows[s, j]||^2`` for every row i of W and every s, (S, N): step 3's score s_i, squared.
 
     ``||w_i||^2 + min_j (||a_j||^2 - 2 a_j.w_i)``: one product of all (S n_adv) rows a_j
-    against a chunk of W at a time (chunks of 8,192 rows measured ~1.3-1.8x faster than
-    whole-W products on 2 cores: the product stays in cache for the min).
+    against a chunk of W at a time (chunks of 8,192 rows were 1.3-1.7x faster than whole-W
+    products in a scratch comparison on 2 cores: the product stays in cache for the min).
     """
     import torch
     s, n_adv = rows.shape
@@ -140,9 +141,9 @@ def _sq_distance_to_nearest_of(w: torch.Tensor, w_sq: torch.Tensor, rows: torch.
 def _smallest_mask(values: torch.Tensor, n: int, use_numpy: bool | None = None) -> torch.Tensor:
     """Per row, a mask of exactly its ``n`` smallest entries (ties at the n-th value broken by column index).
 
-    On the CPU through numpy (``use_numpy`` None: where the tensor lives; introselect and
-    ``count_nonzero`` measured several times faster than torch's ``kthvalue`` and boolean
-    sums on 2 cores), on a GPU through torch.
+    On the CPU through numpy (``use_numpy`` None: where the tensor lives; in a scratch
+    comparison on 2 cores numpy's introselect and ``count_nonzero`` were ~5x and ~9x faster
+    than torch's ``kthvalue`` and boolean sum on 64 x 262,144 rows), on a GPU through torch.
     """
     import torch
     if use_numpy if use_numpy is not None else values.device.type == "cpu":
