@@ -21,7 +21,7 @@ and is extrapolated LINEARLY, which the row says):
 * database attack (section 4.1) and clustering attack (section 4.2) of 1,000 subspaces
   against |W| = 4,096 and 262,144 rows, at m = 2 and m = 16 with the plugins' default |V|
   (|W| / 8 for the database attack) and the mean over Table 1's m (run on 128 subspaces at
-  256k, scaled to 1,000);
+  256k, scaled to 1,000); ``--device cuda`` runs them where the matrix's ``device: cuda`` would;
 * faiss spherical k-means, per iteration, per (point x centroid) -- the dictionaries W, Z, K;
   and the two-level k-means (``kmeans_method: hierarchical``), per iteration, per
   (point x (top clusters + words per top cluster)): the same dictionaries ~sqrt(k)/2 times cheaper;
@@ -39,7 +39,7 @@ and is extrapolated LINEARLY, which the row says):
 
 Usage (about 3-4 minutes on 2 cores)::
 
-    .venv/bin/python benchmarks/pipeline_stages.py [--quick] [--only NAME ...]
+    .venv/bin/python benchmarks/pipeline_stages.py [--quick] [--only NAME ...] [--device cuda]
 """
 
 from __future__ import annotations
@@ -186,8 +186,8 @@ def stage_localisation(repeats: int) -> list[Row]:
 TABLE1_MEAN_M = (2 + 4 + 8 + 16) / 4
 
 
-def stage_attacks(repeats: int, quick: bool) -> list[Row]:
-    """The database and clustering attacks with their plugins' default |V| (and |U| = 1), at m = 2 and 16."""
+def stage_attacks(repeats: int, quick: bool, device: str = "cpu") -> list[Row]:
+    """The database and clustering attacks with their plugins' default |V| (and |U| = 1), at m = 2 and 16, on ``device``."""
     from vispriv.plugins.attacks.clustering import default_cluster_v_size
     from vispriv.plugins.attacks.database import default_v_size
     from vispriv.plugins.descriptor_release.recovery import cluster_candidates, database_attack
@@ -204,9 +204,9 @@ def stage_attacks(repeats: int, quick: bool) -> list[Row]:
             n_adv = m // 2
             lifted = lift(_unit_rows(rng, n_sub), m, "hybrid", np.random.default_rng(2), database=db)
             v_db, v_cl = default_v_size(size, n_adv), default_cluster_v_size(n_adv + 1, size)
-            per_m["db"][m] = best_of(lambda db=db, o=lifted.offsets, b=lifted.bases, n=n_adv, v=v_db: database_attack(db, o, b, n, v, 1),
+            per_m["db"][m] = best_of(lambda db=db, o=lifted.offsets, b=lifted.bases, n=n_adv, v=v_db: database_attack(db, o, b, n, v, 1, device),
                                      max(1, repeats - 1)) * 1000 / n_sub
-            per_m["cl"][m] = best_of(lambda db=db, o=lifted.offsets, b=lifted.bases, n=n_adv, v=v_cl: cluster_candidates(db, o, b, n + 1, v),
+            per_m["cl"][m] = best_of(lambda db=db, o=lifted.offsets, b=lifted.bases, n=n_adv, v=v_cl: cluster_candidates(db, o, b, n + 1, v, device=device),
                                      max(1, repeats - 1)) * 1000 / n_sub
             flops = 2.0 * 1000 * (m + 1) * 128 * size
             rows.append(Row(f"database attack, W = {size:,}, m = {m}", "image (1,000 subspaces)", per_m["db"][m],
@@ -566,7 +566,15 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smaller extrapolation bases (about a minute)")
     ap.add_argument("--only", nargs="*", choices=STAGES, default=list(STAGES))
     ap.add_argument("--album-limit", type=float, default=60.0, help="MILP time limit per album (s)")
+    ap.add_argument("--device", default="cpu", help="torch device of the attacks' kernels (cpu, cuda, cuda:N), as the matrix's device:")
     args = ap.parse_args()
+    from vispriv.harness.devices import check_device
+    from vispriv.harness.errors import ConfigError
+
+    try:
+        check_device(args.device, "--device")
+    except ConfigError as exc:
+        ap.exit(2, f"error: {exc}\n")
 
     import torch
 
@@ -578,7 +586,7 @@ def main() -> None:
         "sift": lambda: stage_sift(r),
         "lifting": lambda: stage_lifting(r),
         "localisation": lambda: stage_localisation(r),
-        "attacks": lambda: stage_attacks(r, args.quick),
+        "attacks": lambda: stage_attacks(r, args.quick, args.device),
         "kmeans": lambda: stage_kmeans(r, args.quick),
         "hkmeans": lambda: stage_hkmeans(r, args.quick),
         "inversion": lambda: stage_inversion(r),
