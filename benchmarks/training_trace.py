@@ -3,7 +3,8 @@
 ``run TRACE -- VISPRIV ARGS...`` runs ``vispriv`` with :class:`InversionModule` instrumented:
 each training step appends one JSON line to TRACE with the sha256 prefix of the batch
 (features, pixel index, target), of every leaf module's output and of the loss, and after
-the backward pass one line with the gradient of every parameter. ``compare A B`` prints the
+the backward pass one line with the gradient reaching the feature projection's output, every
+convolution's input gradient and the gradient of every parameter. ``compare A B`` prints the
 first record where two traces differ and which tensors differ there. With the same cached
 SIFT and seeds, two runs that differ must differ in some op's arithmetic: the first
 differing tensor names it (docs/paper-scale.md, "Same numbers on the same machine").
@@ -29,9 +30,12 @@ def digest(t: Any) -> str:
 
 def instrument(path: str) -> None:
     """Patch InversionModule so every step and every backward pass writes its hashes to ``path``."""
+    import torch
+
     from vispriv.plugins.descriptor_release.inversion import module
 
     out = open(path, "w")  # noqa: SIM115 -- open for the life of the process
+    upstream: dict[str, str] = {}
     step = module.InversionModule.training_step
 
     def training_step(self, batch, batch_idx):
@@ -39,6 +43,15 @@ def instrument(path: str) -> None:
         acts: dict[str, str] = {}
         hooks = [m.register_forward_hook(lambda _m, _i, o, n=name: acts.__setitem__(n, digest(o)))
                  for name, m in self.net.named_modules() if name and not list(m.children())]
+        if self.net.project is not None:  # the gradient reaching the projection's output (the first layer's input gradient, gathered)
+            def watch(_m, _i, o):
+                o.register_hook(lambda g: upstream.__setitem__("project", digest(g)))
+
+            hooks.append(self.net.project.register_forward_hook(watch))
+        for name, m in self.net.named_modules():  # the input gradient of every convolution
+            if isinstance(m, torch.nn.Conv2d):
+                hooks.append(m.register_full_backward_hook(
+                    lambda _m, gin, _gout, n=name: upstream.__setitem__(f"{n}.input", digest(gin[0])) if gin[0] is not None else None))
         loss = step(self, batch, batch_idx)
         for hook in hooks:
             hook.remove()
@@ -49,7 +62,7 @@ def instrument(path: str) -> None:
 
     def on_after_backward(self):
         grads = {n: digest(p.grad) for n, p in self.named_parameters() if p.grad is not None}
-        out.write(json.dumps({"gradients": grads}) + "\n")
+        out.write(json.dumps({"output_gradients": dict(upstream), "gradients": grads}) + "\n")
         out.flush()
 
     module.InversionModule.training_step = training_step

@@ -81,6 +81,29 @@ def test_splat_paints_a_disc_inside_its_own_image_and_averages_overlaps():
     assert float(m[0, 0, 1, 0]) == pytest.approx(2.0) and float(m[0, 0, 1, 2]) == pytest.approx(4.0)
 
 
+def test_splat_gradient_is_the_same_bits_on_every_call_and_thread_count():
+    # The splat repeats each keypoint's vector on ~29 pixels; its backward sums those gradients.
+    # Advanced indexing summed them with parallel atomic adds (a new order on every call with
+    # two threads); index_select's backward sums in index order, as one thread does.
+    g = torch.Generator().manual_seed(0)
+    values = torch.rand(600, 8, generator=g, requires_grad=True)
+    index = torch.randint(0, 2 * 48 * 48, (600,), generator=g)
+    weight = torch.rand(2, 9, 48, 48, generator=g)
+
+    def grad_bits(threads: int) -> bytes:
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            values.grad = None
+            (scatter_to_map(values, index, 2, 48, 48, radius=3) * weight).sum().backward()
+            return values.grad.numpy().tobytes()
+        finally:
+            torch.set_num_threads(before)
+
+    one = grad_bits(1)
+    assert {grad_bits(2) for _ in range(30)} == {one}
+
+
 def test_unet_shape_range_and_projection_is_bias_free():
     net = SparseUNet(16, 1, depth=3, width=8, projection=4).eval()
     assert net.project.bias is None

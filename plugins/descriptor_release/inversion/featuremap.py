@@ -93,7 +93,10 @@ def splat(values: torch.Tensor, flat_index: torch.Tensor, height: int, width: in
     inside = (rows >= 0) & (rows < height) & (cols >= 0) & (cols < width)
     index = (image[:, None] * height + rows) * width + cols
     source = torch.arange(len(values), device=values.device)[:, None].expand_as(index)
-    return values[source[inside]], index[inside]
+    # index_select, not values[...]: the backward of advanced indexing on the CPU accumulates
+    # the disc's gradients with parallel atomic adds, in a different order on every call with
+    # two or more threads; index_select's backward (index_add_) sums in index order.
+    return torch.index_select(values, 0, source[inside]), index[inside]
 
 
 def scatter_to_map(

@@ -33,7 +33,9 @@ from vispriv.plugins.descriptor_release.inversion.module import InversionModule
 from vispriv.plugins.descriptor_release.inversion.unet import SparseUNet
 
 CACHE_NAMESPACE = "inversion-net"
-CACHE_VERSION = "1"
+#: "2": the splat's gather became index_select (a deterministic backward), so networks trained
+#: with two or more threads differ from version "1"'s.
+CACHE_VERSION = "2"
 
 
 @dataclass
