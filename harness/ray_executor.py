@@ -39,6 +39,8 @@ from vispriv.harness.executors import EXECUTORS, Job
 from vispriv.harness.matrix import Cell
 
 DEFAULT_RESOURCES: dict[str, float] = {"cpus": 1.0, "gpus": 0.0}
+#: The ``vispriv.cpu`` tag of a cell whose Ray task died before it reported (the worker's CPU is not known here).
+UNKNOWN_WORKER_CPU = "unknown: the Ray worker failed before reporting its CPU"
 
 
 def cell_resources(cell: Cell, default: dict[str, float] | None = None) -> dict[str, float]:
@@ -132,15 +134,21 @@ class RayExecutor:
             done, _ = ray.wait(list(self._pending), num_returns=1)
             for ref in done:
                 cell = self._pending.pop(ref)
-                yield cell, self._collect(ref, folders.pop(ref))
+                yield cell, self._collect(ref, folders.pop(ref), cell)
 
     @staticmethod
-    def _collect(ref: Any, artifact_dir: str) -> CellOutcome:
+    def _collect(ref: Any, artifact_dir: str, cell: Cell) -> CellOutcome:
         try:
             outcome, files = ray.get(ref)
         except ray.exceptions.RayError as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            return CellOutcome(status="FAILED", error=f"{type(exc).__name__}: {first}"[:2000], traceback=str(exc))
+            return CellOutcome(
+                status="FAILED",
+                error=f"{type(exc).__name__}: {first}"[:2000],
+                traceback=str(exc),
+                device=cell.device,
+                cpu=UNKNOWN_WORKER_CPU,
+            )
         folder = Path(artifact_dir)
         folder.mkdir(parents=True, exist_ok=True)
         for rel, data in files.items():

@@ -9,7 +9,7 @@ ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip ins
 
 from scale_helpers import SITE_OK, metrics_by_hash, new_tracker, run_cli, run_toy, toy_config, toy_registry  # noqa: E402
 
-from vispriv.harness.ray_executor import RayExecutor, cell_resources, worker_env  # noqa: E402
+from vispriv.harness.ray_executor import UNKNOWN_WORKER_CPU, RayExecutor, cell_resources, worker_env  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +63,12 @@ def test_a_dying_worker_fails_its_cell_and_the_rest_completes(local_ray, tmp_pat
     for cell, outcome in result.failed:
         assert cell.attack[0].config.crash
         assert outcome.status == "FAILED" and ("Crashed" in outcome.error or "died" in outcome.error.lower())
+        assert outcome.cpu.startswith("unknown") and outcome.device == cell.device
     exp = tracker.experiment_id("toy-scale", create=False)
     statuses = sorted(r.info.status for r in tracker.cell_runs(exp))
     assert statuses == ["FAILED", "FAILED", "FINISHED", "FINISHED"]
+    cpu_tags = sorted(r.data.tags["vispriv.cpu"] for r in tracker.cell_runs(exp) if r.info.status == "FAILED")
+    assert cpu_tags == [UNKNOWN_WORKER_CPU] * 2
     parent = tracker.parent_runs(exp)[0]
     assert parent.info.status == "FAILED" and parent.data.tags["vispriv.n_failed"] == "2"
 
