@@ -63,7 +63,7 @@ def test_a_dying_worker_fails_its_cell_and_the_rest_completes(local_ray, tmp_pat
     for cell, outcome in result.failed:
         assert cell.attack[0].config.crash
         assert outcome.status == "FAILED" and ("Crashed" in outcome.error or "died" in outcome.error.lower())
-        assert outcome.cpu.startswith("unknown") and outcome.device == cell.device
+        assert outcome.cpu == UNKNOWN_WORKER_CPU and outcome.device == cell.device
     exp = tracker.experiment_id("toy-scale", create=False)
     statuses = sorted(r.info.status for r in tracker.cell_runs(exp))
     assert statuses == ["FAILED", "FAILED", "FINISHED", "FINISHED"]
