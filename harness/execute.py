@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from vispriv.harness.alignment import align
 from vispriv.harness.cache import Cache
 from vispriv.harness.context import CellContext
 from vispriv.harness.matrix import Cell
@@ -217,11 +218,12 @@ def _score(
     for key, estimate in result.estimate.items():
         if key not in truth:
             continue
+        aligned = align(truth[key], estimate)
         for stage in cell.metrics:
             metric_cls = stage.cls
             truth_types = metric_cls.truth_types or metric_cls.consumes  # type: ignore[attr-defined]
             if isinstance(estimate, metric_cls.consumes) and isinstance(truth[key], truth_types):
-                for name, value in stage.instance().score(truth[key], estimate, ctx).items():  # type: ignore[attr-defined]
+                for name, value in stage.instance().score(truth[key], aligned, ctx).items():  # type: ignore[attr-defined]
                     metrics[f"{key}/{name}"] = float(value)
                     directions[f"{key}/{name}"] = metric_cls.higher_is_better.get(name, True)  # type: ignore[attr-defined]
                     n += 1

@@ -381,7 +381,7 @@ def _add_attack(
         per_stage.append(stages)
     for chain in itertools.product(*per_stage):
         what = f"{defense.label()} x {' > '.join(s.label() for s in chain)}"
-        produced = defense.cls.produces
+        produced = defense.cls.release_types(dataset.cls.produces)  # type: ignore[attr-defined]
         reason = ""
         for i, stage in enumerate(chain):
             if not _fits(produced, stage.cls.consumes):

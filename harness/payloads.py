@@ -48,10 +48,17 @@ class Payload:
 
 @dataclass
 class Images(Payload):
-    """Images in [0, 1], float32, shape (N, H, W, C) with C in {1, 3}; ``ids`` names each."""
+    """Images in [0, 1], float32, shape (N, H, W, C) with C in {1, 3}; ``ids`` names each.
+
+    ``sets`` (optional, one name per image) marks an estimate whose order within a set is
+    unknown (a batch recovered from one gradient): before scoring, the core matches each set's
+    estimates to the truth images of the same ids by the best assignment
+    (:mod:`vispriv.harness.alignment`).
+    """
 
     images: np.ndarray
     ids: list[str] = field(default_factory=list)
+    sets: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         arr = np.asarray(self.images, dtype=np.float32)
@@ -68,14 +75,19 @@ class Images(Payload):
             )
         self.images = np.clip(arr, 0.0, 1.0) if arr.size else arr
         self.ids = _ids(self.ids, len(arr), "Images", "images")
+        self.sets = _sets(self.sets, len(arr), "Images")
 
 
 @dataclass
 class Labels(Payload):
-    """Integer labels, shape (N,); floats are accepted only when they hold whole numbers."""
+    """Integer labels, shape (N,); floats are accepted only when they hold whole numbers.
+
+    ``sets`` as for :class:`Images`: labels whose order within a set is unknown.
+    """
 
     labels: np.ndarray
     ids: list[str] = field(default_factory=list)
+    sets: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         arr = np.asarray(self.labels).reshape(-1)
@@ -85,6 +97,7 @@ class Labels(Payload):
             raise InputError(f"Labels must be integers (or floats holding whole numbers); got {arr.dtype} {bad}")
         self.labels = arr.astype(np.int64)
         self.ids = _ids(self.ids, len(self.labels), "Labels", "labels")
+        self.sets = _sets(self.sets, len(self.labels), "Labels")
 
 
 @dataclass
@@ -108,6 +121,13 @@ def _ids(ids: list[str], n: int, what: str, items: str) -> list[str]:
     if len(ids) != n:
         raise InputError(f"{what}: {n} {items} but {len(ids)} ids; pass one id per item, or none")
     return list(ids)
+
+
+def _sets(sets: list[str], n: int, what: str) -> list[str]:
+    """``sets`` as given (empty: an ordered estimate), or one-line :class:`InputError`."""
+    if sets and len(sets) != n:
+        raise InputError(f"{what}: {n} items but {len(sets)} set names; pass one per item, or none")
+    return list(sets)
 
 
 @dataclass

@@ -114,9 +114,23 @@ class Dataset(_Plugin):
 
 
 class Defense(_Plugin):
-    """Turns a private input into the release an untrusted party sees."""
+    """Turns a private input into the release an untrusted party sees.
+
+    A defense that accepts several input types (a linear and a deep federated task, say)
+    declares which release each gives in ``releases`` (input type -> release types), so the
+    matrix pairs an attack only with the releases it can meet; empty means ``produces``.
+    """
 
     kind: ClassVar[str] = "defense"
+    releases: ClassVar[dict[type[Payload], tuple[type[Payload], ...]]] = {}
+
+    @classmethod
+    def release_types(cls, inputs: tuple[type[Payload], ...]) -> tuple[type[Payload], ...]:
+        """The release types this defense gives for a dataset that produces ``inputs``."""
+        if not cls.releases:
+            return cls.produces
+        out = tuple(t for consumed, made in cls.releases.items() if any(issubclass(i, consumed) for i in inputs) for t in made)
+        return out or cls.produces
 
     def protect(self, private: Payload, public: Payload | None, ctx: CellContext) -> Protected:
         raise NotImplementedError

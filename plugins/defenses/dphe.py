@@ -4,10 +4,20 @@ The release is what the aggregator holds: every message's ciphertexts zeta(v) an
 doubly permuted indices Phi(K), the public key n, and the published averages. Never the
 private key, phi or any phi^(n) (those stay inside the role objects of
 :mod:`vispriv.plugins.federated.roles`).
+
+On a deep task the same Algorithm 1 encrypts the users' flat model updates (DPHE's
+protection does not depend on the model: it encrypts any update vector, sharded into
+messages of M values). The aggregator then learns only the published average of the N users'
+updates (:class:`DeepPublishedAverage`), a mixture of N x B images; an insider user also knows
+its own update and subtracts it (exact for N = 2, why section 2.5 demands N >= 3). Paillier
+runs on the attacked round, the one the release holds; the rounds after it that only measure
+test accuracy average in plaintext, because the secure sum equals the plaintext mean up to
+the 2^-32 fixed-point encoding (``secure_sum_max_abs_error`` measures it on the attacked round).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Literal
 
 import numpy as np
@@ -17,9 +27,12 @@ from vispriv.harness import CellContext, Defense, Protected
 from vispriv.harness.errors import InputError
 from vispriv.plugins.federated import paillier as pl
 from vispriv.plugins.federated.config import FederatedConfig
+from vispriv.plugins.federated.deep.outcome import deep_protected, deep_protocol
+from vispriv.plugins.federated.deep.payloads import DeepFederatedData, DeepPublishedAverage, require_deep_public
+from vispriv.plugins.federated.deep.rounds import batch_truth_ids, run_deep_rounds
 from vispriv.plugins.federated.outcome import accuracy_curve, base_utility, target_ids, target_truth
-from vispriv.plugins.federated.payloads import EncryptedUpdates, FederatedData, FederatedPublic, require_public
-from vispriv.plugins.federated.protocol import DpheSettings, run_federated
+from vispriv.plugins.federated.payloads import EncryptedUpdates, FederatedData, require_public
+from vispriv.plugins.federated.protocol import DpheSettings, _Parties, run_federated
 from vispriv.plugins.federated.slot_leak import expected_origin_candidates
 
 
@@ -46,12 +59,12 @@ class Dphe(Defense):
     version = "1.0"
     scenario = "federated-learning"
     Config = DpheConfig
-    consumes = (FederatedData,)
-    produces = (EncryptedUpdates,)
+    consumes = (FederatedData, DeepFederatedData)
+    produces = (EncryptedUpdates, DeepPublishedAverage)
+    releases = {FederatedData: (EncryptedUpdates,), DeepFederatedData: (DeepPublishedAverage,)}
 
-    def protect(self, private: FederatedData, public: FederatedPublic | None, ctx: CellContext) -> Protected:
+    def protect(self, private: FederatedData | DeepFederatedData, public: object, ctx: CellContext) -> Protected:
         cfg: DpheConfig = self.config
-        public = require_public(public)
         n_users = private.n_users
         if n_users < 3 and not cfg.force:
             raise InputError(
@@ -61,6 +74,9 @@ class Dphe(Defense):
         if cfg.observer is not None and cfg.observer >= n_users:
             raise InputError(f"observer must be a user in [0, {n_users}); got {cfg.observer}")
         settings = DpheSettings(cfg.key_bits, cfg.capacity_fraction, cfg.workers, cfg.permutations == "per-round")
+        if isinstance(private, DeepFederatedData):
+            return self._protect_deep(private, public, settings, ctx)
+        public = require_public(public)
         run = run_federated(private, public, cfg.training(), cfg.rounds, ctx, dphe=settings)
 
         msgs = [m for round_msgs in run.messages for m in round_msgs]
@@ -108,3 +124,41 @@ class Dphe(Defense):
             }
         )
         return Protected(release, target_truth(private, run), utility, directions)
+
+    def _protect_deep(self, private: DeepFederatedData, public: object, settings: DpheSettings,
+                      ctx: CellContext) -> Protected:
+        """Algorithm 1 on the deep updates of the attacked round; see the module docstring."""
+        cfg: DpheConfig = self.config
+        deep_public = require_deep_public(public)
+        stats: dict[str, float] = {}
+
+        def aggregate(updates: np.ndarray) -> np.ndarray:
+            plain = updates.mean(axis=0)
+            if stats:
+                return plain
+            parties = _Parties.create(updates.shape[1], len(updates), settings)
+            try:
+                parties.next_round(0)
+                for n, user in enumerate(parties.users):
+                    user.precompute(user.values_needed(updates[n].astype(np.float64)))
+                start = time.perf_counter()
+                messages = [m for n, user in enumerate(parties.users) for m in user.encrypt(updates[n].astype(np.float64))]
+                stats["encryption_seconds_per_user_round"] = (time.perf_counter() - start) / len(updates)
+                stats["values_encrypted_per_user_round"] = sum(len(m.ciphertexts) for m in messages) / len(updates)
+                secure = parties.aggregator.average(messages, parties.keygen)
+                stats["offline_seconds_per_user_round"] = parties.offline_seconds / len(updates)
+            finally:
+                parties.close()
+            stats["secure_sum_max_abs_error"] = float(np.max(np.abs(secure - plain)))
+            return secure
+
+        run = run_deep_rounds(private, deep_public, cfg.rounds, ctx, aggregate=aggregate)
+        release = DeepPublishedAverage(
+            protocol=deep_protocol(private, deep_public, key_bits=cfg.key_bits),
+            target_ids=batch_truth_ids(private),
+            average=run.average,
+            observer=cfg.observer,
+            own_update=run.sent[cfg.observer] if cfg.observer is not None else np.zeros(0, np.float32),
+        )
+        directions = dict.fromkeys(stats, False)
+        return deep_protected(private, run, release, ctx, dict(stats), directions)

@@ -1,28 +1,49 @@
-"""Plain federated averaging (DPHE (ICCV 2017) section 2.1): the aggregator sees every update."""
+"""Plain federated averaging (DPHE (ICCV 2017) section 2.1): the aggregator sees every update.
+
+On a linear task (``FederatedData``) the updates are the one-vs-rest classifiers of the DPHE
+paper; on a deep task (``DeepFederatedData``) they are FedSGD gradients or FedAvg weight
+differences of the deep model (McMahan et al., AISTATS 2017), and ``rounds`` rounds measure
+the test accuracy. The linear-only settings (loss, reg, l1_ratio, init_*) do not apply there.
+"""
 
 from __future__ import annotations
 
 from vispriv.harness import CellContext, Defense, Protected
 from vispriv.plugins.federated.config import FederatedConfig
+from vispriv.plugins.federated.deep.outcome import deep_protected, deep_protocol
+from vispriv.plugins.federated.deep.payloads import (
+    DeepFederatedData,
+    DeepPlaintextUpdates,
+    require_deep_public,
+)
+from vispriv.plugins.federated.deep.rounds import batch_truth_ids, run_deep_rounds
 from vispriv.plugins.federated.outcome import accuracy_curve, base_utility, target_ids, target_truth
 from vispriv.plugins.federated.payloads import FederatedData, FederatedPublic, PlaintextUpdates, require_public
 from vispriv.plugins.federated.protocol import run_federated
 
 
 class PlainFedAvg(Defense):
-    """No protection: users send w_t^(n) in plaintext; the release is every update and every average."""
+    """No protection: users send their updates in plaintext (linear classifiers or deep-model updates)."""
 
     name = "none"
     version = "1.0"
     scenario = "federated-learning"
     Config = FederatedConfig
-    consumes = (FederatedData,)
-    produces = (PlaintextUpdates,)
+    consumes = (FederatedData, DeepFederatedData)
+    produces = (PlaintextUpdates, DeepPlaintextUpdates)
+    releases = {FederatedData: (PlaintextUpdates,), DeepFederatedData: (DeepPlaintextUpdates,)}
 
-    def protect(self, private: FederatedData, public: FederatedPublic | None, ctx: CellContext) -> Protected:
-        public = require_public(public)
+    def protect(self, private: FederatedData | DeepFederatedData, public: object, ctx: CellContext) -> Protected:
         cfg = self.config
-        run = run_federated(private, public, cfg.training(), cfg.rounds, ctx)
+        if isinstance(private, DeepFederatedData):
+            deep_public = require_deep_public(public)
+            deep = run_deep_rounds(private, deep_public, cfg.rounds, ctx)
+            deep_release = DeepPlaintextUpdates(
+                protocol=deep_protocol(private, deep_public), target_ids=batch_truth_ids(private), updates=deep.sent
+            )
+            return deep_protected(private, deep, deep_release, ctx)
+        linear_public: FederatedPublic = require_public(public)
+        run = run_federated(private, linear_public, cfg.training(), cfg.rounds, ctx)
         release = PlaintextUpdates(
             averages=run.averages,
             protocol=cfg.protocol(private.n_users),

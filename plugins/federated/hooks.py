@@ -11,15 +11,20 @@ def vispriv_register_datasets(register):
     from vispriv.plugins.federated.face_folders import FaceFolders
 
     register(FaceFolders)
+    from vispriv.plugins.federated.deep.dataset import DeepFederatedImages
+
+    register(DeepFederatedImages)
 
 
 @hookimpl
 def vispriv_register_defenses(register):
     from vispriv.plugins.defenses.dp_baselines import Prr10, Ra12
+    from vispriv.plugins.defenses.dp_sgd import DpSgd
     from vispriv.plugins.defenses.dphe import Dphe
     from vispriv.plugins.defenses.fedavg_plain import PlainFedAvg
+    from vispriv.plugins.defenses.gradient_pruning import GradientPruning
 
-    for cls in (PlainFedAvg, Dphe, Prr10, Ra12):
+    for cls in (PlainFedAvg, Dphe, Prr10, Ra12, GradientPruning, DpSgd):
         register(cls)
 
 
@@ -30,6 +35,10 @@ def vispriv_register_attacks(register):
 
     register(GradientLeakage)
     register(AverageIsolation)
+    from vispriv.plugins.attacks.deep_inversion import Dlg, Idlg, InvertingGradients
+
+    for cls in (Dlg, Idlg, InvertingGradients):
+        register(cls)
 
 
 @hookimpl

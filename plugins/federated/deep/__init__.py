@@ -1,0 +1,1 @@
+"""Deep networks in the federated scenario: models, local work, gradient inversion."""

@@ -1,0 +1,300 @@
+"""Gradient inversion of deep networks: DLG, iDLG and Inverting Gradients.
+
+Given the model at the weights the user started from, the public local-work protocol and the
+update the user sent, find images (and labels) whose simulated update matches it.
+
+* ``dlg`` -- "Deep Leakage from Gradients" (Zhu, Liu & Han, NeurIPS 2019, Algorithm 1): dummy
+  images x' and dummy label logits y' drawn at random, both optimised with L-BFGS to minimise
+  the squared L2 distance ||∇W' - ∇W||² summed over every layer (eq. 4); the label enters the
+  loss as softmax(y').
+* ``idlg`` -- "iDLG" (Zhao, Mopuri & Bilen, 2020): the labels are first read from the last
+  layer's gradient (:mod:`~vispriv.plugins.federated.deep.labels`), then DLG optimises x' alone.
+* ``inverting-gradients`` -- "Inverting Gradients" (Geiping, Bauermeister, Dröge & Moeller,
+  NeurIPS 2020, eq. 4): minimise 1 - <∇W', ∇W> / (||∇W'|| ||∇W||) + α TV(x') with Adam on the
+  *sign* of the gradient (section 4), x' kept in the box [0, 1] after every step, the step
+  size decayed tenfold at 3/8, 5/8 and 7/8 of the steps, several restarts of which the one with
+  the lowest loss is kept. On FedAvg updates the simulated update unrolls the user's E local
+  steps (section 5), which ``simulate_update`` does for every method.
+
+Budgets: ``steps`` is the optimiser's total number of iterations over all restarts (an L-BFGS
+iteration may evaluate the loss several times in its line search; ``evaluations`` counts
+them), ``max_seconds`` a wall-clock cap on the whole batch. The L-BFGS of DLG and iDLG runs
+with a strong-Wolfe line search, which keeps the iteration from diverging where DLG's fixed
+step of 1 does; where the loss turns NaN the best iterate so far is kept. The iterate with the
+lowest loss seen is returned (never a later, worse one).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from vispriv.plugins.federated.deep.labels import recover_labels
+from vispriv.plugins.federated.deep.local import LocalWork, as_gradient, simulate_update, trainable
+
+Method = Literal["dlg", "idlg", "inverting-gradients"]
+METHODS: tuple[str, ...] = ("dlg", "idlg", "inverting-gradients")
+
+
+@dataclass(frozen=True)
+class InversionSettings:
+    """One attack's optimisation settings (defaults: the papers' own, see each plugin)."""
+
+    method: Method = "dlg"
+    steps: int = 300
+    restarts: int = 1
+    lr: float | None = None
+    tv: float = 0.0
+    init: Literal["randn", "uniform"] = "uniform"
+    max_seconds: float | None = None
+    threads: int = 1
+    lbfgs_inner: int = 20
+    retry_halted: bool = True
+
+    def step_size(self) -> float:
+        if self.lr is not None:
+            return self.lr
+        return 0.1 if self.method == "inverting-gradients" else 1.0
+
+
+@dataclass
+class Reconstruction:
+    """Recovered images (B, C, H, W) in [0, 1], their labels and what the search cost."""
+
+    images: torch.Tensor
+    labels: np.ndarray
+    loss: float
+    steps: int
+    evaluations: int
+    seconds: float
+    stopped: str
+
+
+@contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """Run with ``n`` intra-op threads, then restore the previous count."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def l2_distance(simulated: list[torch.Tensor], target: list[torch.Tensor]) -> torch.Tensor:
+    """DLG eq. 4: sum over layers of ||∇W' - ∇W||²."""
+    return sum(((s - t) ** 2).sum() for s, t in zip(simulated, target))  # type: ignore[return-value]
+
+
+def cosine_distance(simulated: list[torch.Tensor], target: list[torch.Tensor]) -> torch.Tensor:
+    """Inverting Gradients eq. 4: 1 - cosine similarity of the whole update vectors."""
+    dot = sum((s * t).sum() for s, t in zip(simulated, target))
+    norm_s = sum((s * s).sum() for s in simulated)
+    norm_t = sum((t * t).sum() for t in target)
+    return 1.0 - dot / (torch.sqrt(norm_s) * torch.sqrt(norm_t)).clamp_min(1e-20)  # type: ignore[operator]
+
+
+def total_variation(x: torch.Tensor) -> torch.Tensor:
+    """Anisotropic total variation: mean absolute difference of neighbouring pixels (both axes)."""
+    return (x[..., 1:, :] - x[..., :-1, :]).abs().mean() + (x[..., :, 1:] - x[..., :, :-1]).abs().mean()
+
+
+def _initial(shape: tuple[int, ...], init: str, generator: torch.Generator) -> torch.Tensor:
+    if init == "randn":
+        return (0.5 + 0.5 * torch.randn(shape, generator=generator)).clamp(0, 1)
+    return torch.rand(shape, generator=generator)
+
+
+def invert(
+    model: nn.Module,
+    target_update: list[torch.Tensor],
+    n_images: int,
+    image_shape: tuple[int, int, int],
+    n_classes: int,
+    settings: InversionSettings,
+    seed: int = 0,
+    work: LocalWork | None = None,
+    public_images: torch.Tensor | None = None,
+    on_step: Callable[[int], None] | None = None,
+) -> Reconstruction:
+    """Reconstruct ``n_images`` images of ``image_shape`` (C, H, W) from ``target_update``.
+
+    ``target_update`` lists one tensor per trainable parameter of ``model``, in
+    ``model.named_parameters()`` order: a FedSGD gradient or a FedAvg weight difference, as
+    ``work`` says. ``public_images`` calibrate the label counts of batches (labels.py).
+    """
+    work = work or LocalWork()
+    if settings.steps < 1:
+        raise ValueError(f"steps must be >= 1; got {settings.steps}")
+    work.set_mode(model)
+    params = {k: p.detach() for k, p in trainable(model).items()}
+    if len(params) != len(target_update):
+        raise ValueError(f"the update has {len(target_update)} tensors but the model has {len(params)} trainable parameters")
+    target = [t.detach().to(torch.float32) for t in target_update]
+    labels: np.ndarray | None = None
+    if settings.method != "dlg":
+        grad_scale = dict(zip(params, as_gradient(target, work)))
+        labels = recover_labels(model, grad_scale, n_images, public_images)
+    generator = torch.Generator().manual_seed(int(seed) % (2**63))
+    restarts = max(1, min(settings.restarts, settings.steps))
+    per_restart = [settings.steps // restarts + (1 if r < settings.steps % restarts else 0) for r in range(restarts)]
+    start = time.perf_counter()
+    best: Reconstruction | None = None
+    steps_run = evaluations = 0
+    stopped = "steps"
+    budget = settings.steps
+    with torch_threads(settings.threads):
+        r = 0
+        while budget > 0:
+            remaining = None if settings.max_seconds is None else settings.max_seconds - (time.perf_counter() - start)
+            if remaining is not None and remaining <= 0:
+                stopped = "time"
+                break
+            # A restart's share of the budget; what a halted search leaves goes to a fresh start.
+            share = min(budget, per_restart[r] if r < restarts else budget)
+            run = _search(model, params, target, work, n_images, image_shape, n_classes, labels, settings,
+                          share, generator, remaining, on_step)
+            budget -= run.steps
+            steps_run += run.steps
+            evaluations += run.evaluations
+            if best is None or run.loss < best.loss:
+                best = run
+            r += 1
+            stopped = run.stopped
+            if run.stopped in ("time", "converged"):
+                break
+            if run.stopped in ("halted", "diverged") and not settings.retry_halted and r >= restarts:
+                break
+    assert best is not None
+    return Reconstruction(best.images, best.labels, best.loss, steps_run, evaluations, time.perf_counter() - start, stopped)
+
+
+def _search(
+    model: nn.Module,
+    params: dict[str, torch.Tensor],
+    target: list[torch.Tensor],
+    work: LocalWork,
+    n_images: int,
+    image_shape: tuple[int, int, int],
+    n_classes: int,
+    labels: np.ndarray | None,
+    settings: InversionSettings,
+    steps: int,
+    generator: torch.Generator,
+    seconds: float | None,
+    on_step: Callable[[int], None] | None,
+) -> Reconstruction:
+    """One restart of the chosen method."""
+    x = _initial((n_images, *image_shape), settings.init, generator).requires_grad_(True)
+    joint = labels is None
+    z = torch.randn((n_images, n_classes), generator=generator).requires_grad_(True) if joint else None
+    fixed_labels = torch.as_tensor(labels, dtype=torch.long) if labels is not None else None
+    ig = settings.method == "inverting-gradients"
+    distance = cosine_distance if ig else l2_distance
+    normaliser = getattr(model, "std", None)
+
+    def objective() -> torch.Tensor:
+        y = torch.softmax(z, dim=-1) if z is not None else fixed_labels
+        simulated = simulate_update(model, {k: p.requires_grad_(True) for k, p in params.items()}, x, y, work, create_graph=True)
+        loss = distance(simulated, target)
+        if settings.tv > 0:
+            # TV on the normalised image, as the authors' code regularises the network's input.
+            scale = normaliser.mean() if isinstance(normaliser, torch.Tensor) else 1.0
+            loss = loss + settings.tv * total_variation(x) / scale
+        return loss
+
+    evaluations = 0
+    best_loss, best_x, best_z = math.inf, x.detach().clone(), None if z is None else z.detach().clone()
+
+    def keep(loss: torch.Tensor) -> None:
+        nonlocal best_loss, best_x, best_z
+        value = float(loss)
+        if math.isfinite(value) and value < best_loss:
+            best_loss = value
+            best_x = x.detach().clamp(0, 1).clone()
+            best_z = None if z is None else z.detach().clone()
+
+    variables = [x] if z is None else [x, z]
+    start = time.perf_counter()
+    stopped = "steps"
+    done = 0
+    if ig:
+        optimiser: torch.optim.Optimizer = torch.optim.Adam(variables, lr=settings.step_size())
+        milestones = [int(steps * f) for f in (3 / 8, 5 / 8, 7 / 8)]
+        scheduler = torch.optim.lr_scheduler.MultiStepLR(optimiser, milestones=milestones, gamma=0.1)
+        for step in range(1, steps + 1):
+            done = step
+            optimiser.zero_grad()
+            loss = objective()
+            evaluations += 1
+            keep(loss.detach())
+            loss.backward()
+            for v in variables:
+                if v.grad is not None:
+                    v.grad.sign_()
+            optimiser.step()
+            scheduler.step()
+            with torch.no_grad():
+                x.clamp_(0, 1)
+            if on_step is not None:
+                on_step(1)
+            if seconds is not None and time.perf_counter() - start > seconds:
+                stopped = "time"
+                break
+    else:
+        # One step = one call of torch's L-BFGS with up to ``lbfgs_inner`` iterations (20, torch's
+        # default and the inner loop of DLG's own code), strong-Wolfe line search.
+        optimiser = torch.optim.LBFGS(
+            variables, lr=settings.step_size(), max_iter=settings.lbfgs_inner, history_size=100,
+            line_search_fn="strong_wolfe", tolerance_grad=0.0, tolerance_change=0.0,
+        )
+
+        def closure() -> torch.Tensor:
+            nonlocal evaluations
+            optimiser.zero_grad()
+            loss = objective()
+            evaluations += 1
+            keep(loss.detach())
+            if torch.isfinite(loss):
+                loss.backward()
+            return loss
+
+        for step in range(1, steps + 1):
+            done = step
+            before = optimiser.state[x].get("n_iter", 0)
+            optimiser.step(closure)
+            advanced = optimiser.state[x].get("n_iter", 0) - before
+            if on_step is not None:
+                on_step(1)
+            if not all(torch.isfinite(v).all() for v in variables):
+                stopped = "diverged"
+                break
+            if best_loss < 1e-14:
+                stopped = "converged"
+                break
+            if advanced < settings.lbfgs_inner:
+                # The line search found no descent: L-BFGS has halted and more steps change nothing.
+                stopped = "halted"
+                break
+            if seconds is not None and time.perf_counter() - start > seconds:
+                stopped = "time"
+                break
+    # The final iterate is scored too (the last optimiser step moved it after the last evaluation).
+    if stopped not in ("diverged",):
+        with torch.enable_grad():
+            final = objective().detach()
+        evaluations += 1
+        keep(final)
+    if best_z is not None:
+        out_labels = best_z.argmax(dim=-1).numpy().astype(np.int64)
+    else:
+        out_labels = np.asarray(labels, dtype=np.int64)
+    return Reconstruction(best_x, out_labels, best_loss, done, evaluations, time.perf_counter() - start, stopped)

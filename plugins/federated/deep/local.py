@@ -1,0 +1,99 @@
+"""A user's local work on a deep model: FedSGD (one gradient) or FedAvg (E local steps).
+
+FedSGD ("Communication-Efficient Learning of Deep Networks from Decentralized Data",
+McMahan et al., AISTATS 2017, section 2): the user sends the gradient of the mean
+cross-entropy on its batch at the global weights w. FedAvg: the user takes E full-batch
+gradient steps of size lr from w and sends the difference of weights w_E - w (the
+convention of "Inverting Gradients", Geiping et al., NeurIPS 2020, section 5, where the
+attack unrolls the same E steps). Only trainable parameters form the update; BatchNorm
+running statistics are never sent. BatchNorm runs on running statistics or batch statistics
+as ``LocalWork.batchnorm`` says (a public protocol setting).
+
+One function computes the update for the user (no graph) and for the attacker (with a graph
+through the steps, ``create_graph=True``), so the attack replays exactly the user's arithmetic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import nn
+from torch.func import functional_call
+
+LocalMode = Literal["fedsgd", "fedavg"]
+
+
+@dataclass(frozen=True)
+class LocalWork:
+    """The public protocol of the users' local work (part of every release)."""
+
+    mode: LocalMode = "fedsgd"
+    steps: int = 1
+    lr: float = 0.1
+    #: "eval": BatchNorm on its running statistics (the setting of Inverting Gradients' own
+    #: experiments); "train": on the batch's statistics, as a client in training mode computes.
+    batchnorm: Literal["eval", "train"] = "eval"
+
+    def describe(self) -> dict[str, object]:
+        return {"mode": self.mode, "steps": self.steps if self.mode == "fedavg" else 1, "lr": self.lr,
+                "batchnorm": self.batchnorm}
+
+    def set_mode(self, model: nn.Module) -> None:
+        """Put ``model`` in the forward mode the protocol says (matters for BatchNorm only)."""
+        model.train(self.batchnorm == "train")
+
+
+def trainable(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The model's trainable parameters by name (the coordinates of an update)."""
+    return {k: p for k, p in model.named_parameters() if p.requires_grad}
+
+
+def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy; ``labels`` integer (B,) or a distribution over classes (B, C)."""
+    if labels.dtype.is_floating_point:
+        return -(labels * torch.log_softmax(logits, dim=-1)).sum(dim=-1).mean()
+    return nn.functional.cross_entropy(logits, labels)
+
+
+def simulate_update(
+    model: nn.Module,
+    params: dict[str, torch.Tensor],
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    work: LocalWork,
+    create_graph: bool = False,
+) -> list[torch.Tensor]:
+    """The update a user with ``images``/``labels`` sends from weights ``params`` (one tensor per parameter)."""
+    buffers = {k: b.clone() for k, b in model.named_buffers()}
+    names = list(params)
+
+    def gradient(current: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        logits = functional_call(model, {**current, **buffers}, (images,))
+        loss = cross_entropy(logits, labels)
+        return torch.autograd.grad(loss, [current[k] for k in names], create_graph=create_graph)
+
+    if work.mode == "fedsgd":
+        return list(gradient(params))
+    current = dict(params)
+    for _ in range(work.steps):
+        grads = gradient(current)
+        current = {k: current[k] - work.lr * g for k, g in zip(names, grads)}
+    return [current[k] - params[k] for k in names]
+
+
+def client_update(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, work: LocalWork) -> list[torch.Tensor]:
+    """What the user sends: the update at the model's current weights, detached."""
+    work.set_mode(model)
+    params = {k: p.detach().requires_grad_(True) for k, p in trainable(model).items()}
+    return [u.detach() for u in simulate_update(model, params, images, labels, work)]
+
+
+def as_gradient(update: list[torch.Tensor], work: LocalWork) -> list[torch.Tensor]:
+    """An update on the gradient's scale: FedSGD's as is; FedAvg's -(w_E - w) / (lr E), the mean
+    gradient along the local path (exact for E = 1); used where the gradient's sign and scale matter
+    (label recovery)."""
+    if work.mode == "fedsgd":
+        return update
+    return [-u / (work.lr * work.steps) for u in update]

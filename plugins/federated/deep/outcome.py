@@ -1,0 +1,57 @@
+"""Truth, release and utility of a deep federated run (what every deep defense returns)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from vispriv.harness import CellContext, Images, Labels, Protected
+from vispriv.harness.artifacts import save_csv
+from vispriv.plugins.federated.deep.payloads import DeepFederatedData, DeepFederatedPublic, DeepRelease
+from vispriv.plugins.federated.deep.rounds import DeepRun, batch_truth_ids
+
+
+def deep_protocol(private: DeepFederatedData, public: DeepFederatedPublic, **extra: Any) -> dict[str, Any]:
+    """The public protocol of the attacked round (copied into every release)."""
+    return {**public.work, "n_users": private.n_users, "batch_size": private.batch_size, **extra}
+
+
+def deep_truth(private: DeepFederatedData) -> dict[str, Images | Labels]:
+    """Each user's attacked batch (round 0), with ids ``u{n}-i{k}`` and the user as the set."""
+    ids = batch_truth_ids(private)
+    rows = np.concatenate([private.batch_rows(n, 0) for n in range(private.n_users)])
+    flat = [i for user in ids for i in user]
+    sets = [f"u{n}" for n, user in enumerate(ids) for _ in user]
+    return {
+        "images": Images(private.images[rows], flat, sets),
+        "labels": Labels(private.labels[rows], flat, sets),
+    }
+
+
+def deep_protected(
+    private: DeepFederatedData,
+    run: DeepRun,
+    release: DeepRelease,
+    ctx: CellContext,
+    extra_utility: dict[str, float] | None = None,
+    extra_directions: dict[str, bool] | None = None,
+) -> Protected:
+    """The defense's return value: release, truth, and utility (test accuracy after the rounds)."""
+    if ctx.artifact_dir is not None:
+        save_csv(ctx.artifact("accuracy_per_round.csv"), [{"round": t, "accuracy": a} for t, a in enumerate(run.accuracy)])
+    utility = {
+        "test_accuracy": float(run.accuracy[-1]),
+        "test_accuracy_init": float(run.accuracy[0]),
+        "update_sparsity": run.sparsity(),
+        "bytes_per_user_round": float(run.sent.shape[1] * 4),
+        **(extra_utility or {}),
+    }
+    directions = {
+        "test_accuracy": True,
+        "test_accuracy_init": True,
+        "update_sparsity": True,
+        "bytes_per_user_round": False,
+        **(extra_directions or {}),
+    }
+    return Protected(release, deep_truth(private), utility, directions)

@@ -1,0 +1,55 @@
+"""Share of reconstructions a person would recognise, and the gallery of truth vs reconstruction.
+
+Gradient-inversion papers count an image as leaked when its reconstruction is close enough to
+be recognised; PSNR >= 20 dB is the threshold used here by default (a setting). The metric
+scores images after the core's assignment of unordered batches (vispriv.harness.alignment) and
+logs a sample of (truth, reconstruction) pairs for the report's side-by-side gallery.
+Perceptual distances such as LPIPS are not offered: LPIPS' AlexNet weights are downloaded from
+the internet at first use, and nothing in vispriv downloads at run time.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+from pydantic import Field
+
+from vispriv.harness import CellContext, Images, Metric, PluginConfig
+from vispriv.harness.artifacts import RECONSTRUCTION_SAMPLE, save_reconstruction_sample
+from vispriv.plugins.metrics.image_quality import _paired
+
+
+class RecognisableConfig(PluginConfig):
+    threshold_db: float = Field(20.0, gt=0, description="PSNR (dB) from which a reconstruction counts as recognisable")
+    gallery: int = Field(8, ge=0, le=64, description="(truth, reconstruction) pairs logged for the report's gallery")
+
+
+def psnr_per_image(truth: np.ndarray, estimate: np.ndarray) -> np.ndarray:
+    """PSNR in dB of each image pair (data range 1); identical images give +inf."""
+    mse = ((truth.astype(np.float64) - estimate.astype(np.float64)) ** 2).reshape(len(truth), -1).mean(axis=1)
+    with np.errstate(divide="ignore"):
+        return 10.0 * np.log10(1.0 / mse)
+
+
+class RecognisableShare(Metric):
+    """Share of images reconstructed with PSNR >= threshold (default 20 dB), and the median PSNR."""
+
+    name = "recognisable"
+    version = "1.0"
+    scenario = "any"
+    Config = RecognisableConfig
+    consumes = (Images,)
+    higher_is_better: ClassVar[dict[str, bool]] = {"recognisable_share": True, "psnr_median": True}
+
+    def score(self, truth: Images, estimate: Images, ctx: CellContext) -> dict[str, float]:
+        cfg: RecognisableConfig = self.config
+        t, e = _paired(truth, estimate)
+        values = psnr_per_image(t, e)
+        if cfg.gallery and ctx.artifact_dir is not None:
+            shown = min(cfg.gallery, len(t))
+            save_reconstruction_sample(ctx.artifact(RECONSTRUCTION_SAMPLE), estimate.ids[:shown], t[:shown], e[:shown])
+        return {
+            "recognisable_share": float(np.mean(values >= cfg.threshold_db)),
+            "psnr_median": float(np.median(np.minimum(values, 100.0))),
+        }
