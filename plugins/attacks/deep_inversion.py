@@ -34,7 +34,6 @@ from vispriv.plugins.federated.deep.payloads import (
     DeepRelease,
     require_deep_public,
     to_numpy,
-    to_tensor,
     unflatten,
 )
 
@@ -92,7 +91,7 @@ class _DeepInversion(Attack):
             raise InputError(f"{self.name} cannot read a {type(release).__name__} release")
 
         settings = self.settings()
-        public_x = to_tensor(deep_public.public_images)
+        public_x = deep_public.public_tensor()
         images, labels, ids, sets = [], [], [], []
         recs: list[Reconstruction] = []
         for j, (vector, job_ids, set_name) in enumerate(ctx.progress(jobs, desc=f"{self.name} inversions", total=len(jobs))):

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from vispriv.harness import CellContext, Defense, Protected
 from vispriv.plugins.federated.config import FederatedConfig
-from vispriv.plugins.federated.deep.outcome import deep_protected, deep_protocol
+from vispriv.plugins.federated.deep.outcome import captured_protected, deep_protected, deep_protocol
 from vispriv.plugins.federated.deep.payloads import (
+    CapturedUpdate,
     DeepFederatedData,
     DeepPlaintextUpdates,
     require_deep_public,
@@ -29,12 +30,19 @@ class PlainFedAvg(Defense):
     version = "1.0"
     scenario = "federated-learning"
     Config = FederatedConfig
-    consumes = (FederatedData, DeepFederatedData)
+    consumes = (FederatedData, DeepFederatedData, CapturedUpdate)
     produces = (PlaintextUpdates, DeepPlaintextUpdates)
-    releases = {FederatedData: (PlaintextUpdates,), DeepFederatedData: (DeepPlaintextUpdates,)}
+    releases = {
+        FederatedData: (PlaintextUpdates,),
+        DeepFederatedData: (DeepPlaintextUpdates,),
+        CapturedUpdate: (DeepPlaintextUpdates,),
+    }
 
-    def protect(self, private: FederatedData | DeepFederatedData, public: object, ctx: CellContext) -> Protected:
+    def protect(self, private: FederatedData | DeepFederatedData | CapturedUpdate, public: object,
+                ctx: CellContext) -> Protected:
         cfg = self.config
+        if isinstance(private, CapturedUpdate):
+            return captured_protected(private, require_deep_public(public))
         if isinstance(private, DeepFederatedData):
             deep_public = require_deep_public(public)
             deep = run_deep_rounds(private, deep_public, cfg.rounds, ctx)

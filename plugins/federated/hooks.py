@@ -14,6 +14,9 @@ def vispriv_register_datasets(register):
     from vispriv.plugins.federated.deep.dataset import DeepFederatedImages
 
     register(DeepFederatedImages)
+    from vispriv.plugins.federated.deep.captured import CapturedUpdateDataset
+
+    register(CapturedUpdateDataset)
 
 
 @hookimpl

@@ -15,6 +15,7 @@ through the steps, ``create_graph=True``), so the attack replays exactly the use
 
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Literal
 
@@ -41,8 +42,13 @@ class LocalWork:
                 "batchnorm": self.batchnorm}
 
     def set_mode(self, model: nn.Module) -> None:
-        """Put ``model`` in the forward mode the protocol says (matters for BatchNorm only)."""
-        model.train(self.batchnorm == "train")
+        """Put ``model`` in the forward mode the protocol says (matters for BatchNorm only).
+
+        A model loaded from a ``torch.export`` file keeps the mode it was exported in (its
+        ``train()``/``eval()`` raise NotImplementedError), so it is left as it is.
+        """
+        with suppress(NotImplementedError):
+            model.train(self.batchnorm == "train")
 
 
 def trainable(model: nn.Module) -> dict[str, torch.Tensor]:

@@ -8,7 +8,13 @@ import numpy as np
 
 from vispriv.harness import CellContext, Images, Labels, Protected
 from vispriv.harness.artifacts import save_csv
-from vispriv.plugins.federated.deep.payloads import DeepFederatedData, DeepFederatedPublic, DeepRelease
+from vispriv.plugins.federated.deep.payloads import (
+    CapturedUpdate,
+    DeepFederatedData,
+    DeepFederatedPublic,
+    DeepPlaintextUpdates,
+    DeepRelease,
+)
 from vispriv.plugins.federated.deep.rounds import DeepRun, batch_truth_ids
 
 
@@ -55,3 +61,18 @@ def deep_protected(
         **(extra_directions or {}),
     }
     return Protected(release, deep_truth(private), utility, directions)
+
+
+def captured_protected(private: CapturedUpdate, public: DeepFederatedPublic) -> Protected:
+    """A captured update released as it was sent (one user), with the true batch as truth when given."""
+    ids = [f"u0-i{k}" for k in range(private.batch_size)]
+    release = DeepPlaintextUpdates(
+        protocol={**public.work, "n_users": 1, "batch_size": private.batch_size},
+        target_ids=[ids],
+        updates=private.update[None, :],
+    )
+    truth: dict[str, Images | Labels] = {}
+    if len(private.images):
+        sets = ["u0"] * len(ids)
+        truth = {"images": Images(private.images, ids, sets), "labels": Labels(private.labels, ids, sets)}
+    return Protected(release, truth, {}, {})

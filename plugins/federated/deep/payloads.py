@@ -24,11 +24,13 @@ from torch import nn
 from vispriv.harness import Payload
 from vispriv.harness.errors import InputError
 from vispriv.plugins.federated.deep.local import LocalWork, trainable
-from vispriv.plugins.federated.deep.models import build_model
+from vispriv.plugins.federated.deep.models import Normalised, build_model
 
 
 def _images(name: str, arr: np.ndarray) -> np.ndarray:
     arr = np.asarray(arr, dtype=np.float32)
+    if arr.ndim == 4 and arr.shape[0] == 0:
+        return arr
     if arr.ndim != 4 or arr.shape[-1] not in (1, 3):
         raise InputError(f"{name} must have shape (N, H, W, C) with C in (1, 3); got {arr.shape}")
     if arr.size and (not np.all(np.isfinite(arr)) or arr.min() < 0 or arr.max() > 1):
@@ -99,6 +101,9 @@ class DeepFederatedPublic(Payload):
     public_images: np.ndarray
     public_labels: np.ndarray
     cifar_stem: bool = True
+    #: A user's own model as a ``torch.export`` program (bytes of ``torch.export.save``); when
+    #: set, ``arch``/``state`` are not used and the model is that program's module.
+    exported: bytes = b""
 
     def __post_init__(self) -> None:
         self.public_images = _images("DeepFederatedPublic.public_images", self.public_images)
@@ -109,10 +114,19 @@ class DeepFederatedPublic(Payload):
 
     def model(self) -> nn.Module:
         """A fresh copy of the global model at the published weights."""
+        if self.exported:
+            import io
+
+            module = torch.export.load(io.BytesIO(self.exported)).module()
+            return Normalised(module, self.mean, self.std) if self.mean else module
         c, h, _w = self.image_shape
         net = build_model(self.arch, self.n_classes, c, h, self.width, 0, self.mean, self.std, self.cifar_stem)
         net.load_state_dict({k: torch.tensor(np.array(v)) for k, v in self.state.items()})
         return net
+
+    def public_tensor(self) -> torch.Tensor | None:
+        """The public images as a tensor (N, C, H, W), or None when there are none."""
+        return to_tensor(self.public_images) if len(self.public_images) else None
 
     def mean_image(self) -> np.ndarray:
         """The mean public image (H, W, C): the no-leak baseline of a reconstruction."""
@@ -141,6 +155,29 @@ def unflatten(vector: np.ndarray, model: nn.Module) -> list[torch.Tensor]:
         out.append(torch.from_numpy(vector[start : start + n].copy()).reshape(s))
         start += n
     return out
+
+
+@dataclass
+class CapturedUpdate(Payload):
+    """An update a user captured from its own federated system, and optionally the truth behind it.
+
+    ``update`` is flat over the model's trainable parameters; ``images`` (B, H, W, C) in [0, 1]
+    and ``labels`` (B,) are the batch it was computed on, when the user has them (for scoring),
+    else empty.
+    """
+
+    update: np.ndarray
+    batch_size: int
+    images: np.ndarray = field(default_factory=lambda: np.zeros((0, 1, 1, 1), np.float32))
+    labels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def __post_init__(self) -> None:
+        self.update = np.asarray(self.update, np.float32).reshape(-1)
+        if not np.all(np.isfinite(self.update)):
+            raise InputError("the captured update contains NaN or infinite values")
+        if len(self.images):
+            self.images = _images("CapturedUpdate.images", self.images)
+            self.labels = np.asarray(self.labels, np.int64).reshape(-1)
 
 
 @dataclass
