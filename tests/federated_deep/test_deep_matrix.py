@@ -22,7 +22,7 @@ def run(folder: Path, config: dict, *args: str) -> subprocess.CompletedProcess:
 def cell_metrics(folder: Path, experiment: str) -> dict[str, dict[str, float]]:
     mlflow.set_tracking_uri(f"sqlite:///{folder / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=[experiment], output_format="list")
-    return {r.info.run_name: r.data.metrics for r in runs if " | " in (r.info.run_name or "")}
+    return {r.info.run_name: r.data.metrics for r in runs if "mlflow.parentRunId" in r.data.tags}
 
 
 TINY = {"name": "federated-deep", "size": 8, "test_images": 8, "public_images": 8}

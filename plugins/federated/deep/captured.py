@@ -23,6 +23,7 @@ deep attack.
 from __future__ import annotations
 
 import io
+import logging
 from pathlib import Path
 from typing import Literal
 
@@ -60,6 +61,10 @@ def _file(path: str, what: str) -> Path:
 def load_exported(path: str) -> tuple[bytes, torch.nn.Module]:
     """The bytes of a ``torch.export`` file and its module, or one-line InputError."""
     data = _file(path, "model").read_bytes()
+    # torch.export logs a traceback of its own before raising on a foreign file: the one line below replaces it.
+    torch_export_log = logging.getLogger("torch.export")
+    level = torch_export_log.level
+    torch_export_log.setLevel(logging.CRITICAL)
     try:
         module = torch.export.load(io.BytesIO(data)).module()
     except Exception as exc:  # noqa: BLE001 -- torch raises many types on a file that is not an exported program
@@ -67,6 +72,8 @@ def load_exported(path: str) -> tuple[bytes, torch.nn.Module]:
             f"model {path} does not load as a torch.export program ({type(exc).__name__}); "
             "save it with torch.export.save(torch.export.export(model, (example_batch,)), path)"
         ) from None
+    finally:
+        torch_export_log.setLevel(level)
     return data, module
 
 

@@ -23,19 +23,32 @@ import numpy as np
 import torch
 from torch import nn
 
-from vispriv.plugins.federated.deep.models import last_linear
+
+def last_layer(params: dict[str, torch.Tensor]) -> tuple[str, str | None]:
+    """Names of the classifier's last weight (the last 2-D parameter) and its bias (the 1-D
+    parameter right after it with one entry per output), found by shape so that modules without
+    ``nn.Linear`` objects (a ``torch.export`` program) work too."""
+    names = list(params)
+    for i in range(len(names) - 1, -1, -1):
+        weight = params[names[i]]
+        if weight.ndim == 2:
+            bias = names[i + 1] if i + 1 < len(names) and params[names[i + 1]].shape == weight.shape[:1] else None
+            return names[i], bias
+    raise ValueError("the model has no 2-D (linear) parameter: labels cannot be read from its gradient")
 
 
-def _last_layer_input(model: nn.Module, images: torch.Tensor) -> torch.Tensor:
-    """The input h of the last linear layer for ``images`` (captured with a forward hook)."""
-    layer = last_linear(model)
+def _input_mass(model: nn.Module, images: torch.Tensor) -> torch.Tensor | None:
+    """Mean L1 mass of the last linear layer's input over ``images`` (None without an nn.Linear)."""
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    if not linears:
+        return None
     seen: list[torch.Tensor] = []
-    handle = layer.register_forward_hook(lambda _m, args, _out: seen.append(args[0].detach()))
+    handle = linears[-1].register_forward_hook(lambda _m, args, _out: seen.append(args[0].detach()))
     try:
         model(images)
     finally:
         handle.remove()
-    return seen[0]
+    return seen[0].sum(dim=1).mean()
 
 
 def class_scores(
@@ -45,22 +58,20 @@ def class_scores(
     public_images: torch.Tensor | None,
 ) -> np.ndarray:
     """Real-valued label counts n_c (see the module docstring) from the last layer's gradient."""
-    layer = last_linear(model)
-    names = {id(p): k for k, p in model.named_parameters()}
-    grad_w = gradient[names[id(layer.weight)]]
-    grad_b = gradient.get(names[id(layer.bias)]) if layer.bias is not None else None
+    w_name, b_name = last_layer(gradient)
+    grad_w = gradient[w_name]
     n_classes = grad_w.shape[0]
+    mass: torch.Tensor | None = None
     if public_images is not None and len(public_images):
         with torch.no_grad():
             p_bar = torch.softmax(model(public_images), dim=-1).mean(dim=0)
-            mass = _last_layer_input(model, public_images).sum(dim=1).mean()
+            mass = _input_mass(model, public_images)
     else:
         p_bar = torch.full((n_classes,), 1.0 / n_classes)
-        mass = torch.tensor(1.0)
-    if grad_b is not None:
-        signal = grad_b.detach()
+    if b_name is not None:
+        signal = gradient[b_name].detach()
     else:
-        signal = grad_w.detach().sum(dim=1) / mass.clamp_min(1e-12)
+        signal = grad_w.detach().sum(dim=1) / (mass.clamp_min(1e-12) if mass is not None else 1.0)
     return (batch_size * (p_bar - signal)).double().numpy()
 
 

@@ -182,11 +182,3 @@ def build_model(
     mean = mean if mean is not None else [0.5] * channels
     std = std if std is not None else [0.5] * channels
     return Normalised(net, mean, std)
-
-
-def last_linear(model: nn.Module) -> nn.Linear:
-    """The classifier's last linear layer (the one whose gradient reveals the labels)."""
-    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
-    if not linears:
-        raise ValueError("the model has no linear layer: labels cannot be read from its gradient")
-    return linears[-1]
