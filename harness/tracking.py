@@ -87,7 +87,7 @@ def check_store(uri: str, create: bool = True) -> str:
         parent = path.parent
         if not parent.is_dir():
             blocker = existing_ancestor(parent)
-            why = f"{blocker} is a file, not a folder" if blocker.exists() else f"folder {parent} does not exist"
+            why = f"folder {parent} does not exist" if blocker.is_dir() else f"{blocker} is a file, not a folder"
             raise TrackingError(f"cannot open tracking store {uri}: {why}")
         if not create and not path.exists():
             raise TrackingError(
