@@ -36,4 +36,4 @@ test: lint
 	@$(THREADS) $(BIN)/pytest -q $(PARALLEL); rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc
 
 clean:
-	rm -rf $(VENV) .vispriv-cache mlflow.db mlartifacts reports
+	rm -rf $(VENV) .vispriv-cache mlflow.db mlflow.db.lock mlflow.db.claims mlartifacts reports

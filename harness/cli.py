@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from vispriv.harness.errors import VisprivError
+from vispriv.harness.errors import VisprivError, did_you_mean
 
 KINDS = ["dataset", "defense", "attack", "metric"]
 #: Exit statuses (README "Exit codes"): 0 every cell finished, 1 some cell failed,
@@ -70,8 +70,8 @@ def plugins(name: str | None, kind: str | None, as_json: bool, strict: bool) -> 
     if name is not None:
         classes = [c for c in classes if c.name == name]
         if not classes:
-            known = ", ".join(sorted({c.name for c in registry.all(kind)})) or "none"
-            raise VisprivError(f"unknown plugin {name!r}; registered: {known}")
+            names = sorted({c.name for c in registry.all(kind)})
+            raise VisprivError(f"unknown plugin {name!r}{did_you_mean(name, names)}; registered: {', '.join(names) or 'none'}")
     rows = []
     for cls in classes:
         info = plugin_info(cls)
@@ -173,11 +173,17 @@ def matrix(
 
 
 def _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, quiet, strict):  # type: ignore[no-untyped-def]
+    from vispriv.harness.errors import ConfigError
     from vispriv.harness.matrix import build_matrix, check_plans_cells
+    from vispriv.harness.paths import check_folder
     from vispriv.harness.runner import run_matrix
     from vispriv.harness.tracking import Tracker, check_store, default_tracking_uri
 
-    if not dry_run:  # a wrong or unreachable store is one line in seconds: checked before any plugin is imported
+    # A wrong cache dir or store is one line in seconds: checked before any plugin is imported or store created.
+    if not dry_run:
+        cache = cache_dir if cache_dir is not None else cfg.cache_dir
+        if cache is not None:
+            check_folder(cache, "cache dir", "pass --cache-dir with a folder you can write to", ConfigError)
         tracking_uri = check_store(tracking_uri or default_tracking_uri())
     registry = _registry(strict)
     mx = build_matrix(cfg, registry)
@@ -238,10 +244,12 @@ def _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, q
 @click.option("--no-log", is_flag=True, help="Do not log the report on the parent run.")
 def report(experiment, metrics, formats, out_dir, curves, tables, frontiers, paired, paired_ids, paired_cells, parent, tracking_uri, no_log):  # type: ignore[no-untyped-def]
     """Pivot attack x defense tables (with heatmaps) from MLflow."""
+    from vispriv.harness.paths import check_folder
     from vispriv.harness.report import write_report
     from vispriv.harness.report_frontier import parse_spec
     from vispriv.harness.tracking import Tracker
 
+    check_folder(out_dir, "report folder", "choose another --out")
     parsed = []
     for spec in curves:
         parts = spec.split(":")
@@ -257,7 +265,7 @@ def report(experiment, metrics, formats, out_dir, curves, tables, frontiers, pai
     frontier_specs = [parse_spec(spec) for spec in frontiers]
     command = "vispriv report " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     files = write_report(
-        Tracker(tracking_uri), experiment, out_dir, list(metrics) or None, list(formats) or ["md"], parsed,
+        Tracker(tracking_uri, create=False), experiment, out_dir, list(metrics) or None, list(formats) or ["md"], parsed,
         parent_id=parent, command=command.strip(), log_to_parent=not no_log, tables=table_specs,
         frontiers=frontier_specs, paired=list(paired), paired_ids=paired_ids, paired_cells=paired_cells,
     )
@@ -315,8 +323,10 @@ def ui(tracking_uri: str | None, start: bool, port: int) -> None:
 def examples(names: tuple[str, ...], out_dir: Path | None, force: bool) -> None:
     """List the example configs, print NAMES, or write them with --out DIR."""
     from vispriv.harness.examples import example_configs, find_example, summary, write_examples
+    from vispriv.harness.paths import check_folder
 
     if out_dir is not None:
+        check_folder(out_dir, "examples folder", "choose another --out")
         for path in write_examples(list(names), out_dir, overwrite=force):
             click.echo(f"wrote {path}")
         return
@@ -355,9 +365,11 @@ def docs(name: str | None) -> None:
 def demo(tracking_uri, cache_dir, quiet, out_dir, overrides):  # type: ignore[no-untyped-def]
     """Run the default matrix on bundled data and print the result tables."""
     from vispriv.harness.config import apply_overrides, read_yaml, validate_config
+    from vispriv.harness.paths import check_folder
     from vispriv.harness.report import collect, write_report
     from vispriv.harness.tracking import Tracker
 
+    check_folder(out_dir, "report folder", "choose another --out")
     path = Path(__file__).parent / "configs" / "demo.yaml"
     cfg = validate_config(apply_overrides(read_yaml(path), list(overrides)), source=str(path))
     report_spec = read_yaml(path.with_name("demo-report.yaml"))

@@ -65,10 +65,19 @@ def write_examples(names: list[str], out_dir: Path, overwrite: bool = False) -> 
     chosen_names = [example_key(n) for n in names] if names else list(configs)
     chosen = [configs[n] for n in chosen_names]
     targets = [out_dir / f"{n}.yaml" for n in chosen_names]
-    clash = [str(t) for t in targets if t.exists()]
+    clash = [t for t in targets if t.exists()]
     if clash and not overwrite:
-        raise ConfigError(f"{', '.join(clash)} already exist(s); pass --force to replace, or choose another --out")
+        raise ConfigError(_clash_message(clash, len(targets), out_dir))
     for config, target in zip(chosen, targets):
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(config.read_text())
     return targets
+
+
+def _clash_message(clash: list[Path], wanted: int, out_dir: Path) -> str:
+    """One short line for configs that exist already (a checkout's ``examples/`` holds them all)."""
+    if len(clash) == 1:
+        return f"{clash[0]} already exists; pass --force to replace it, or choose another --out"
+    shown = ", ".join(str(p.relative_to(out_dir)) for p in clash[:2]) + (", ..." if len(clash) > 2 else "")
+    return (f"folder {out_dir} already holds {len(clash)} of the {wanted} configs to write ({shown}); "
+            "pass --force to replace them, or choose another --out")

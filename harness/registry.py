@@ -19,7 +19,7 @@ from typing import Any
 import pluggy
 
 from vispriv.harness import hookspecs
-from vispriv.harness.errors import PluginError
+from vispriv.harness.errors import PluginError, did_you_mean
 from vispriv.harness.plugin import PLUGIN_KINDS, PluginConfig, _Plugin
 
 ENTRY_POINT_GROUP = "vispriv"
@@ -155,7 +155,8 @@ class Registry:
         by_scenario = self.plugins[kind].get(name)
         if not by_scenario:
             known = ", ".join(sorted(self.plugins[kind])) or "none"
-            raise PluginError(f"unknown {kind} {name!r}; registered {kind}s: {known}")
+            hint = did_you_mean(name, self.plugins[kind])
+            raise PluginError(f"unknown {kind} {name!r}{hint}; registered {kind}s: {known}")
         if scenario is not None and scenario in by_scenario:
             return by_scenario[scenario]
         if "any" in by_scenario:

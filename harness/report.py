@@ -30,7 +30,7 @@ from typing import Any
 
 from vispriv.harness.errors import VisprivError
 from vispriv.harness.matrix import _short
-from vispriv.harness.tracking import Tracker
+from vispriv.harness.tracking import Tracker, store_location
 
 
 @dataclass
@@ -182,7 +182,9 @@ def collect(
     exp_id = tracker.experiment_id(experiment, create=False)
     if exp_id is None:
         names = [e.name for e in tracker.client.search_experiments()]
-        raise VisprivError(f"no experiment {experiment!r} in {tracker.uri}; experiments: {', '.join(names) or 'none'}")
+        raise VisprivError(
+            f"no experiment {experiment!r} in {store_location(tracker.uri)}; experiments: {', '.join(names) or 'none'}"
+        )
     seen: set[str] = set()
     out = []
     for run in tracker.cell_runs(exp_id, status="FINISHED", parent_id=parent_id):

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from vispriv.harness.errors import ConfigError
+from vispriv.harness.paths import check_folder
 
 _BODIES = {
     "defense": '''
@@ -215,6 +216,7 @@ def scaffold(name: str, kind: str, directory: Path) -> Path:
         raise ConfigError(f"plugin name {name!r}: use 2-41 lowercase letters, digits and '-', starting with a letter")
     if kind not in _BODIES:
         raise ConfigError(f"unknown plugin kind {kind!r}; allowed: {', '.join(_BODIES)}")
+    check_folder(directory, "folder", "choose another --dir", ConfigError)
     root = directory / name
     if root.exists():
         raise ConfigError(f"{root} already exists; choose another name or --dir")

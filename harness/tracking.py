@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 from vispriv.harness.errors import TrackingError
+from vispriv.harness.paths import existing_ancestor, folder_problem
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 CELL = "cell"
@@ -68,27 +69,58 @@ def sqlite_path(uri: str) -> Path | None:
 HTTP_PROBE_TIMEOUT_S = 10
 
 
-def check_store(uri: str) -> str:
+def check_store(uri: str, create: bool = True) -> str:
     """Cheap checks of a tracking URI, without importing MLflow; returns ``uri`` or raises :class:`TrackingError`.
 
-    A ``sqlite:///`` store's folder must exist and an existing database be writable; an
-    ``http(s)://`` server must accept a TCP connection within :data:`HTTP_PROBE_TIMEOUT_S`
-    (unless a proxy is configured for its host, which only MLflow's own probe can go
-    through). The CLI runs this before it loads any plugin, so a wrong URI is one line in
-    seconds whatever the plugins cost to import.
+    A ``sqlite:///`` store's folder must exist and be writable, and an existing database be
+    writable; a ``file://`` store's folder must be creatable and writable; an ``http(s)://``
+    server must accept a TCP connection within :data:`HTTP_PROBE_TIMEOUT_S` (unless a proxy
+    is configured for its host, which only MLflow's own probe can go through). With
+    ``create=False`` (a command that only reads, such as ``vispriv report``) a sqlite
+    database must exist already. Nothing is created here. The CLI runs this before it
+    loads any plugin, so a wrong URI is one line in seconds whatever the plugins cost to
+    import.
     """
     db = sqlite_path(uri)
     if db is not None:
-        parent = db.resolve().parent
+        path = db.expanduser().resolve()
+        parent = path.parent
         if not parent.is_dir():
-            raise TrackingError(f"cannot open tracking store {uri}: folder {parent} does not exist")
-        if db.exists() and not os.access(db, os.W_OK):
-            raise TrackingError(f"cannot open tracking store {uri}: {db} is not writable")
+            blocker = existing_ancestor(parent)
+            why = f"folder {parent} does not exist" if blocker.is_dir() else f"{blocker} is a file, not a folder"
+            raise TrackingError(f"cannot open tracking store {uri}: {why}")
+        if not create and not path.exists():
+            raise TrackingError(
+                f"no tracking store at {path} ({uri}): run `vispriv matrix CONFIG` in {parent} first, "
+                "or pass --tracking-uri (or set MLFLOW_TRACKING_URI) to the store of your runs"
+            )
+        if path.exists() and not os.access(path, os.W_OK):
+            raise TrackingError(f"cannot open tracking store {uri}: {path} is not writable")
+        if create and not os.access(parent, os.W_OK | os.X_OK):
+            raise TrackingError(f"cannot open tracking store {uri}: folder {parent} is not writable "
+                                "(the store, its lock and its artifacts live there); choose another --tracking-uri")
+    elif uri.startswith("file:"):
+        problem = folder_problem(file_store_path(uri))
+        if problem is not None:
+            raise TrackingError(f"cannot open tracking store {uri}: {problem}; choose another --tracking-uri")
     elif "://" not in uri:
         raise TrackingError(f"tracking URI {uri!r} is not supported here; use sqlite:///PATH.db or http://HOST:PORT")
     elif uri.startswith(("http://", "https://")):
         _probe_http(uri)
     return uri
+
+
+def file_store_path(uri: str) -> Path:
+    """The folder of a ``file:`` store URI (``file:///abs/mlruns`` or ``file:./mlruns``)."""
+    return Path(urllib.request.url2pathname(urlparse(uri).path)).expanduser()
+
+
+def store_location(uri: str) -> str:
+    """``uri`` as a user reads it in a message: a sqlite store with the absolute path of its database."""
+    db = sqlite_path(uri)
+    if db is None or db.is_absolute():
+        return uri
+    return f"{uri} ({db.expanduser().resolve()})"
 
 
 def _probe_http(uri: str) -> None:
@@ -209,13 +241,14 @@ def store_write(method: F) -> F:
 class Tracker:
     """A thin layer over :class:`mlflow.MlflowClient` for the harness's run layout."""
 
-    def __init__(self, uri: str | None = None) -> None:
+    def __init__(self, uri: str | None = None, create: bool = True) -> None:
+        """Open the store at ``uri``; with ``create=False`` a sqlite store that does not exist is an error, not a new store."""
         self.uri = uri or default_tracking_uri()
-        self._client = self._open()
+        self._client = self._open(create)
 
-    def _open(self) -> Any:
+    def _open(self, create: bool) -> Any:
         db = sqlite_path(self.uri)
-        check_store(self.uri)
+        check_store(self.uri, create=create)
         try:
             from mlflow.tracking import MlflowClient
 
@@ -228,7 +261,7 @@ class Tracker:
                 client.search_experiments(max_results=1)
         except Exception as exc:  # noqa: BLE001 -- any backend failure is one line for the user
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise TrackingError(f"cannot open tracking store {self.uri}: {msg[:200]}") from None
+            raise TrackingError(f"cannot open tracking store {self.uri}: {_sentences(msg, 300)}") from None
         return client
 
     @property
@@ -372,6 +405,14 @@ class Tracker:
             token = page.token
             if not token:
                 return out
+
+
+def _sentences(text: str, limit: int) -> str:
+    """``text`` cut to its whole sentences within ``limit`` characters (its first ``limit`` and '...' if none ends there)."""
+    if len(text) <= limit:
+        return text
+    end = text.rfind(". ", 0, limit)
+    return text[: end + 1] if end > 0 else text[: limit - 3] + "..."
 
 
 def _param_value(value: Any) -> str:

@@ -22,8 +22,12 @@ def test_builtins_and_toy_plugins_are_discovered(toy_registry):
 
 
 def test_unknown_plugin_names_what_exists(toy_registry):
-    with pytest.raises(PluginError, match=r"unknown defense 'nosie'; registered defenses: .*toy-noise"):
+    with pytest.raises(PluginError, match=r"unknown defense 'nosie' \(did you mean 'none'\?\); registered defenses: .*toy-noise"):
         toy_registry.get("defense", "nosie")
+    with pytest.raises(PluginError, match=r"unknown defense 'toy-nosie' \(did you mean 'toy-noise'\?\); registered"):
+        toy_registry.get("defense", "toy-nosie")
+    with pytest.raises(PluginError, match=r"unknown defense 'xyzzy'; registered defenses: "):
+        toy_registry.get("defense", "xyzzy")
 
 
 def test_same_name_in_two_scenarios_resolves_by_scenario(toy_registry):

@@ -242,7 +242,7 @@ def test_cli_errors_are_one_line_and_exit_2(run_cli, write_config, tmp_path):
          "unknown key 'sgma'"),
         (["matrix", str(write_config(toy_config(), "c.yaml")), "--tracking-uri", "sqlite:////nonexistent/x/mlflow.db"],
          "cannot open tracking store"),
-        (["report", "--experiment", "nothing-here"], "no experiment 'nothing-here'"),
+        (["report", "--experiment", "nothing-here"], f"no tracking store at {tmp_path / 'mlflow.db'}"),
     ]
     for args, message in cases:
         out = run_cli(*args)
