@@ -173,6 +173,10 @@ def _stage_params(row: CellRow, budget: str) -> tuple[tuple[str, str], ...]:
                         if k != budget and k.split(".")[0] in ("dataset", "defense")))
 
 
+def _same_masks(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
+    return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
 def _same_value(a: str, b: str) -> bool:
     x, y = _as_float(a), _as_float(b)
     return a == b or (x is not None and x == y)
@@ -190,7 +194,8 @@ def tables(
     ``pairs``: the (lower, higher) budgets to compare; by default each budget with the next
     larger one that ran. Raises one error line when no row has ``budget``, when such a row
     logged no kept masks (not an album-pruning cell), when two configs would share a row
-    label (a param that varies is missing from ``row_params``), or when two compared cells'
+    label (a param that varies is missing from ``row_params``), when two cells of one config
+    and budget logged different masks (runs of another seed), or when two compared cells'
     masks are over different albums.
     """
     with_budget = [r for r in rows if budget in r.params]
@@ -220,8 +225,11 @@ def tables(
             return ", ".join(shown[p](r.params[p]) if p in r.params else f"{p.split('.')[-1]}=?" for p in row_params)
 
         groups: dict[tuple[tuple[str, str], ...], dict[str, CellRow]] = defaultdict(dict)
-        for r in rs:
-            groups[_stage_params(r, budget)].setdefault(r.params[budget], r)  # other attacks: the same release
+        for r in rs:  # cells of other attacks share the release: the same masks, read once
+            first = groups[_stage_params(r, budget)].setdefault(r.params[budget], r)
+            if first is not r and not _same_masks(masks[first.run_id], masks[r.run_id]):
+                raise VisprivError(f"--budget-deletions: two cells of {defenses[r.defense]!r} ({r.dataset}) logged "
+                                   "different kept masks (runs of another seed?); pick one run with --parent")
         labels: dict[str, tuple[tuple[str, str], ...]] = {}
         for key, cells in groups.items():
             name = label(next(iter(cells.values())))

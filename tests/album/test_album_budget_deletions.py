@@ -143,6 +143,9 @@ def test_table_errors_are_one_line():
                ["dataset.collection"], "defense.budget")
     with pytest.raises(VisprivError, match=re.escape("no dataset.* or defense.* param")):
         tables(rows, masks, ["attack.model"], "defense.budget")
+    with pytest.raises(VisprivError, match=r"different kept masks .* pick one run with --parent"):
+        tables([*rows, _row("a2", "R-16", "milp-budget", "0.125", attack="other")], {**masks, "a2": _masks(x="10")},
+               ["dataset.collection"], "defense.budget")
     with pytest.raises(VisprivError, match="ran one value"):
         tables(rows[:1], masks, ["dataset.collection"], "defense.budget")
     with pytest.raises(VisprivError, match="ran both budgets of any pair"):
