@@ -508,6 +508,9 @@ WORKLOADS: dict[str, list[tuple[str, float, str]]] = {
     "Album Table 3 (paper/album_table3_budget)": [
         ("milp_budget", 5 * 1000 * 4, "cpu"),
     ],
+    "Album Table 4 (paper/album_table4_budget_deletions)": [
+        ("milp_budget", 4 * 1000 * 3, "cpu"),  # R-16 ... R-128 at 12.5, 25, 50 %; greedy and the report are negligible
+    ],
 }
 
 

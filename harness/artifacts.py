@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -89,3 +90,52 @@ def save_reconstruction_sample(path: Path, ids: Sequence[str], truth: np.ndarray
         raise ValueError(f"truth {truth.shape} and estimate {estimate.shape} must both be (N, H, W, C) with N = {len(ids)} ids")
     np.savez_compressed(path, ids=np.asarray(list(ids), dtype=str), truth=to_uint8(truth), estimate=to_uint8(estimate))
     return path
+
+
+#: File name of a defense's kept masks (see :func:`kept_masks_csv`).
+KEPT_MASKS = "kept_masks.csv"
+
+
+def kept_masks_csv(album_ids: Sequence[str], keeps: Sequence[np.ndarray]) -> str:
+    """The kept mask of every album as CSV text: columns ``album``, ``photo``, ``kept``.
+
+    One row per photo: ``photo`` is the photo's position in its album (0, 1, ...), in the
+    order the dataset gives them, and ``kept`` is 1 when the release shows the photo, 0
+    when the defense deleted it. The kept photos are the release itself, so the file tells
+    no more than the release does beside which of the album's photos they are.
+    ``vispriv report --budget-deletions`` compares two cells' masks album by album.
+    """
+    if len(album_ids) != len(keeps):
+        raise ValueError(f"{len(album_ids)} album ids but {len(keeps)} masks")
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["album", "photo", "kept"])
+    for album, keep in zip(album_ids, keeps):
+        writer.writerows((album, i, int(k)) for i, k in enumerate(np.asarray(keep, dtype=bool)))
+    return buf.getvalue()
+
+
+def read_kept_masks(path: Path) -> dict[str, np.ndarray]:
+    """Album id -> boolean kept mask (photo order) from a :func:`kept_masks_csv` file.
+
+    Raises :class:`~vispriv.harness.errors.InputError` (one line) when the file has other
+    columns, a ``kept`` other than 0/1, or an album whose photos are not 0, 1, ... in order.
+    """
+    from vispriv.harness.errors import InputError
+
+    with open(path, newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        if header != ["album", "photo", "kept"]:
+            raise InputError(f"{Path(path).name}: expected the columns album,photo,kept; got {header}")
+        photos: dict[str, list[bool]] = {}
+        for line, row in enumerate(reader, start=2):
+            if len(row) != 3 or row[2] not in ("0", "1") or not row[1].isdigit():
+                raise InputError(f"{Path(path).name} line {line}: expected album,<photo index>,<0 or 1>; got {row}")
+            album, photo = row[0], int(row[1])
+            kept = photos.setdefault(album, [])
+            if photo != len(kept):
+                raise InputError(f"{Path(path).name} line {line}: photo {photo} of album {album!r} out of order "
+                                 f"(expected {len(kept)})")
+            kept.append(row[2] == "1")
+    return {album: np.array(kept, dtype=bool) for album, kept in photos.items()}

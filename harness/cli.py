@@ -239,11 +239,20 @@ def _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, q
               help="With --paired: only images whose id matches REGEX (e.g. disjoint crops: '@[02],[02]$').")
 @click.option("--paired-cells", default=None, metavar="REGEX",
               help="With --paired: only cells whose label (attack vs defense) matches REGEX, e.g. 'epsilon=(10|16)'.")
+@click.option("--budget-deletions", "budget_deletions", multiple=True, metavar="ROW,...:BUDGET",
+              help="Per ROW params and pair of BUDGET values: the fraction of the photos deleted at the lower "
+                   "budget but kept at the higher, album by album (from the cells' kept masks; album pruning's "
+                   "Table 4), e.g. dataset.collection,defense.mode:defense.budget.")
+@click.option("--budget-pairs", default=None, metavar="LOW:HIGH,...",
+              help="With --budget-deletions: the budget pairs to compare, e.g. 0.125:0.25,0.25:0.5 "
+                   "[default: each budget with the next].")
 @click.option("--parent", default=None, help="Only cells of this parent run.")
 @click.option("--tracking-uri", default=None)
 @click.option("--no-log", is_flag=True, help="Do not log the report on the parent run.")
-def report(experiment, metrics, formats, out_dir, curves, tables, frontiers, paired, paired_ids, paired_cells, parent, tracking_uri, no_log):  # type: ignore[no-untyped-def]
+def report(experiment, metrics, formats, out_dir, curves, tables, frontiers, paired, paired_ids, paired_cells,  # type: ignore[no-untyped-def]
+           budget_deletions, budget_pairs, parent, tracking_uri, no_log):
     """Pivot attack x defense tables (with heatmaps) from MLflow."""
+    from vispriv.harness import report_deletions
     from vispriv.harness.paths import check_folder
     from vispriv.harness.report import write_report
     from vispriv.harness.report_frontier import parse_spec
@@ -263,11 +272,16 @@ def report(experiment, metrics, formats, out_dir, curves, tables, frontiers, pai
             raise VisprivError(f"--table {spec!r}: expected ROW1,ROW2:COL, e.g. defense.dictionary_size,defense.m:defense.epsilon")
         table_specs.append(([r for r in row_part.split(",") if r], col))
     frontier_specs = [parse_spec(spec) for spec in frontiers]
+    deletion_specs = [report_deletions.parse_spec(spec) for spec in budget_deletions]
+    pairs = report_deletions.parse_pairs(budget_pairs)
+    if pairs and not deletion_specs:
+        raise VisprivError("--budget-pairs needs --budget-deletions ROW,...:BUDGET")
     command = "vispriv report " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     files = write_report(
         Tracker(tracking_uri, create=False), experiment, out_dir, list(metrics) or None, list(formats) or ["md"], parsed,
         parent_id=parent, command=command.strip(), log_to_parent=not no_log, tables=table_specs,
         frontiers=frontier_specs, paired=list(paired), paired_ids=paired_ids, paired_cells=paired_cells,
+        budget_deletions=deletion_specs, budget_pairs=pairs,
     )
     if "md" in (formats or ["md"]):
         click.echo(files.markdown)

@@ -171,6 +171,9 @@ def _run(cell: Cell, base: CellContext) -> tuple[dict[str, float], dict[str, boo
     for name, value in protected.utility.items():
         metrics[f"utility/{name}"] = float(value)
         directions[f"utility/{name}"] = protected.utility_directions.get(name, True)
+    if base.artifact_dir is not None:
+        for file_name, text in protected.artifacts.items():
+            base.artifact(file_name).write_text(text)
 
     release: Payload = protected.release
     multi = len(cell.attack) > 1

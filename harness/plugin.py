@@ -75,12 +75,18 @@ class Protected:
     attack's estimate against; it never reaches an attack. ``utility`` holds the
     defense's own utility metrics (higher or lower is better as named in
     ``utility_directions``; missing names default to higher is better).
+    ``artifacts`` maps file names to text the driver writes into the artifact folder of
+    every cell that uses this release (a release is computed once and shared by the cells
+    of one defense config, so a file that ``protect`` writes through ``ctx.artifact``
+    reaches only the first of them); only the defense's own non-secret output belongs
+    there, e.g. album pruning's kept masks.
     """
 
     release: Payload
     truth: dict[str, Payload] = field(default_factory=dict)
     utility: dict[str, float] = field(default_factory=dict)
     utility_directions: dict[str, bool] = field(default_factory=dict)
+    artifacts: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -521,6 +521,8 @@ def write_report(
     paired: list[str] | None = None,
     paired_ids: str | None = None,
     paired_cells: str | None = None,
+    budget_deletions: list[tuple[list[str], str]] | None = None,
+    budget_pairs: list[tuple[str, str]] | None = None,
 ) -> ReportFiles:
     """Write tables, heatmaps and curves for ``experiment`` into ``out_dir``.
 
@@ -537,8 +539,12 @@ def write_report(
     between neighbours (:mod:`vispriv.harness.report_paired`); ``paired_ids`` (a regular
     expression) keeps only the images whose id matches, e.g. disjoint crops; ``paired_cells``
     only the cells whose label matches.
+    ``budget_deletions`` (``(row_params, budget_param)`` pairs): per row config and pair of
+    budgets (``budget_pairs``, else each budget with the next), the fraction of the photos
+    deleted at the lower budget but kept at the higher, from the cells' kept masks
+    (:mod:`vispriv.harness.report_deletions`, Table 4 of album pruning).
     """
-    from vispriv.harness import report_frontier, report_gallery, report_html, report_paired
+    from vispriv.harness import report_deletions, report_frontier, report_gallery, report_html, report_paired
 
     formats = formats or ["md"]
     rows = collect(tracker, experiment, parent_id, cell_hashes)
@@ -589,6 +595,14 @@ def write_report(
             for ladder in found:
                 md_parts.append(report_paired.to_markdown(ladder))
                 sections.setdefault(ladder.scenario, report_html.Section(ladder.scenario)).ladders.append(ladder)
+    deletion_tables = []
+    if budget_deletions:
+        masks = report_deletions.kept_masks(tracker, rows)
+        for row_params, budget in budget_deletions:
+            for t in report_deletions.tables(rows, masks, row_params, budget, budget_pairs):
+                deletion_tables.append(t)
+                md_parts.append(report_deletions.to_markdown(t))
+                sections.setdefault(t.scenario, report_html.Section(t.scenario)).deletions.append(t)
     for x, y, group in curves or []:
         for yname in resolve_metric(rows, y):
             png = curve_png(rows, x, yname, group, out_dir / f"curve_{yname.replace('/', '_')}_vs_{x}.png")
@@ -606,6 +620,8 @@ def write_report(
         header, *_ = csv_parts[0].splitlines() if csv_parts else [""]
         body = [line for part in csv_parts for line in part.splitlines()[1:]]
         files.append(_write(out_dir / "report.csv", "\n".join([header, *body]) + "\n"))
+    if "csv" in formats and deletion_tables:
+        files.append(_write(out_dir / "budget_deletions.csv", report_deletions.to_csv(deletion_tables)))
     if "html" in formats:
         for scenario, grids in report_html.copy_grids(tracker, rows, out_dir, grids_per_scenario).items():
             sections.setdefault(scenario, report_html.Section(scenario)).grids = grids

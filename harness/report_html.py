@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from vispriv.harness.report import DPI, CellRow, Pivot, _fmt, heatmap_size
+from vispriv.harness.report_deletions import DeletionTable
+from vispriv.harness.report_deletions import to_html as deletions_html
 from vispriv.harness.report_frontier import Frontier, axes_text, missing_text
 from vispriv.harness.report_paired import Ladder, order_text, sense
 
@@ -73,6 +75,7 @@ class Section:
     tables: list[tuple[Pivot, str | None]] = field(default_factory=list)
     grids: list[Grid] = field(default_factory=list)
     ladders: list[Ladder] = field(default_factory=list)
+    deletions: list[DeletionTable] = field(default_factory=list)
 
 
 def copy_grids(tracker: Any, rows: list[CellRow], out_dir: Path, per_scenario: int = 24) -> dict[str, list[Grid]]:
@@ -246,6 +249,7 @@ def page(
                    f'style="max-width:min(100%,{px}px)">' if png else "")
             body.append(f'<div class="pair"><div>{table_html(p)}</div>{img}</div>')
         body.extend(ladder_html(ladder) for ladder in s.ladders)
+        body.extend(deletions_html(t) for t in s.deletions)
         if s.grids:
             figs = "".join(
                 f'<figure><img src="{html.escape(g.src)}" alt="{html.escape(g.caption)}" loading="eager">'

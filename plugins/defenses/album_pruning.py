@@ -12,6 +12,10 @@ User preference (section 2): photos flagged in ``Albums.keep``, and with
 ``keep_rank: r`` the photo ranked r-th by its true-place score (the protocol of Figure
 2), are never deleted. An album that cannot be protected under them is released whole
 and counted in ``infeasible_share``.
+
+Every cell logs the kept mask of each album (:data:`~vispriv.harness.artifacts.KEPT_MASKS`:
+album id, photo position, kept 0/1): the deletion sets that Table 4 of the paper compares
+between two deletion budgets (``vispriv report --budget-deletions``).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import numpy as np
 from pydantic import Field
 
 from vispriv.harness import CellContext, Defense, Labels, PluginConfig, Protected
+from vispriv.harness.artifacts import KEPT_MASKS, kept_masks_csv
 from vispriv.harness.errors import InputError
 from vispriv.plugins.album.payloads import Albums, GeoModels, KeptAlbums
 from vispriv.plugins.album.pruning import (
@@ -67,6 +72,7 @@ class NoPruning(Defense):
             release=_release(private, keeps),
             truth={"place": Labels(private.places, ids=list(private.ids))},
             utility={"kept_fraction": 1.0},
+            artifacts={KEPT_MASKS: kept_masks_csv(private.ids, keeps)},
         )
 
 
@@ -161,4 +167,5 @@ class AlbumPruning(Defense):
             truth={"place": Labels(private.places, ids=list(private.ids))},
             utility=utility,
             utility_directions=directions,
+            artifacts={KEPT_MASKS: kept_masks_csv(private.ids, keeps)},
         )

@@ -18,6 +18,7 @@ from dataset_layouts import PHOTOS, photo, save, write_geotagged_photos, write_s
 from vispriv.harness.config import load_config
 from vispriv.harness.matrix import build_matrix
 from vispriv.harness.registry import load_registry
+from vispriv.harness.report import write_report
 from vispriv.harness.runner import run_matrix
 from vispriv.harness.tracking import Tracker
 
@@ -102,6 +103,10 @@ CASES = {
     "album_table3_budget": (
         write_geotagged_photos, [*ALBUM, "datasets.0.collection=[R-2]", "defenses.0.budget=[0.5]", "defenses.0.time_limit=5"], 2,
     ),
+    # R-8: the shipped budgets 12.5 / 25 / 50 % delete 1 / 2 / 4 photos; 2 places leave about 16 test photos in each
+    "album_table4_budget_deletions": (
+        write_geotagged_photos, [*ALBUM, "datasets.0.n_places=2", "datasets.0.collection=[R-8]", "defenses.0.time_limit=5"], 6,
+    ),
 }
 
 
@@ -131,3 +136,20 @@ def test_paper_config_runs_at_fixture_scale(name, registry, tracker, tmp_path, m
     result = run_matrix(config, matrix, tracker, quiet=True, cache_dir=str(tmp_path / "cache"))
     assert not result.failed, [(c.label, o.error) for c, o in result.failed]
     assert len(result.finished) == cells
+    if name in REPORTS:
+        REPORTS[name](tracker, config.name, tmp_path / "report")
+
+
+def _table4_report(tracker: Tracker, experiment: str, out: Path) -> None:
+    """The report command of the config's header gives Table 4: one row per method, the two budget pairs."""
+    files = write_report(tracker, experiment, out, ["protected_k"], log_to_parent=False,
+                         budget_deletions=[(["dataset.collection", "defense.mode"], "defense.budget")],
+                         budget_pairs=[("0.125", "0.25"), ("0.25", "0.5")])
+    assert "| collection, mode \\ budget | 0.125 → 0.25 | 0.25 → 0.5 |" in files.markdown
+    # greedy deletes the photos with the highest true-place scores first: nested sets, every album counted
+    assert "| collection=R-8, mode=greedy-budget | 0.000 ± 0.000 (n = 4) | 0.000 ± 0.000 (n = 4) |" in files.markdown
+    assert "| collection=R-8, mode=milp-budget | " in files.markdown
+
+
+#: config -> a check of its report (the command in the config's header)
+REPORTS = {"album_table4_budget_deletions": _table4_report}
