@@ -135,3 +135,18 @@ def test_alignment_is_the_brute_force_best_assignment():
     assert align(Images(truth, ids), ordered) is ordered  # no sets: unchanged
     labels = align(Labels(np.array([1, 2, 2]), ["a", "b", "c"]), Labels(np.array([2, 1, 0]), ["a", "b", "c"], ["s"] * 3))
     assert sum(labels.labels[i] == {"a": 1, "b": 2, "c": 2}[id_] for i, id_ in enumerate(labels.ids)) == 2
+
+
+def test_inversion_unrolls_fedavg_steps_and_returns_the_best_iterate():
+    from vispriv.plugins.federated.deep.inversion import InversionSettings, invert
+
+    x, y = _batch(1, 8, 5, seed=4)
+    model = build_model("lenet", 5, 3, 8, seed=4)
+    work = LocalWork("fedavg", steps=3, lr=0.5)
+    update = client_update(model, x, y, work)
+    rec = invert(model, update, 1, (3, 8, 8), 5, InversionSettings("idlg", steps=6), seed=0, work=work)
+    psnr = 10 * np.log10(1 / float(((rec.images - x) ** 2).mean()))
+    assert rec.labels.tolist() == y.tolist()
+    assert psnr > 30, psnr
+    mismatched = invert(model, update, 1, (3, 8, 8), 5, InversionSettings("idlg", steps=6), seed=0, work=LocalWork("fedsgd"))
+    assert 10 * np.log10(1 / float(((mismatched.images - x) ** 2).mean())) < psnr - 10  # the wrong protocol fails
