@@ -152,3 +152,29 @@ class InvertingGradients(_DeepInversion):
     name = "inverting-gradients"
     Config = InvertingGradientsConfig
     method = "inverting-gradients"
+
+
+class PublicMeanImage(Attack):
+    """The no-leak baseline: every image guessed as the public mean image, every label as the most
+    common public label. A defense stops an inversion when the inversion scores near this."""
+
+    name = "public-mean-image"
+    version = "1.0"
+    scenario = "federated-learning"
+    Config = PluginConfig
+    consumes = (DeepRelease,)
+    produces = (Images, Labels)
+
+    def attack(self, release: DeepRelease, public: object, ctx: CellContext) -> AttackResult:
+        if not isinstance(release, DeepRelease):
+            raise InputError(f"{self.name} needs a deep-model release (DeepRelease); got {type(release).__name__}")
+        deep_public = require_deep_public(public)
+        ids = [i for user in release.target_ids for i in user]
+        if len(deep_public.public_images):
+            mean = deep_public.mean_image()
+            label = int(np.bincount(deep_public.public_labels).argmax())
+        else:
+            c, h, w = deep_public.image_shape
+            mean, label = np.full((h, w, c), 0.5, np.float32), 0
+        images = np.repeat(mean[None], len(ids), axis=0)
+        return AttackResult(estimate={"images": Images(images, ids), "labels": Labels(np.full(len(ids), label), ids)})

@@ -38,9 +38,9 @@ def vispriv_register_attacks(register):
 
     register(GradientLeakage)
     register(AverageIsolation)
-    from vispriv.plugins.attacks.deep_inversion import Dlg, Idlg, InvertingGradients
+    from vispriv.plugins.attacks.deep_inversion import Dlg, Idlg, InvertingGradients, PublicMeanImage
 
-    for cls in (Dlg, Idlg, InvertingGradients):
+    for cls in (Dlg, Idlg, InvertingGradients, PublicMeanImage):
         register(cls)
 
 
