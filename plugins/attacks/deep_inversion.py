@@ -20,14 +20,13 @@ within a set by the best assignment before scoring (vispriv.harness.alignment).
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
 
 from vispriv.harness import Attack, AttackResult, CellContext, Images, Labels, PluginConfig
 from vispriv.harness.errors import InputError
-from vispriv.plugins.federated.deep.inversion import InversionSettings, Method, Reconstruction, invert
 from vispriv.plugins.federated.deep.payloads import (
     DeepPlaintextUpdates,
     DeepPublishedAverage,
@@ -36,6 +35,11 @@ from vispriv.plugins.federated.deep.payloads import (
     to_numpy,
     unflatten,
 )
+
+if TYPE_CHECKING:  # torch is imported where it is used, so listing plugins stays light
+    from vispriv.plugins.federated.deep.inversion import InversionSettings, Reconstruction
+
+Method = Literal["dlg", "idlg", "inverting-gradients"]
 
 
 class DeepInversionConfig(PluginConfig):
@@ -64,6 +68,8 @@ class _DeepInversion(Attack):
     method: ClassVar[Method] = "dlg"
 
     def settings(self) -> InversionSettings:
+        from vispriv.plugins.federated.deep.inversion import InversionSettings
+
         cfg: DeepInversionConfig = self.config
         return InversionSettings(self.method, cfg.steps, cfg.restarts, cfg.lr, cfg.tv, cfg.init, cfg.max_seconds, cfg.threads)
 
@@ -89,6 +95,8 @@ class _DeepInversion(Attack):
                 jobs = [(release.average, [i for ids in release.target_ids for i in ids], "all")]
         else:
             raise InputError(f"{self.name} cannot read a {type(release).__name__} release")
+
+        from vispriv.plugins.federated.deep.inversion import invert
 
         settings = self.settings()
         public_x = deep_public.public_tensor()

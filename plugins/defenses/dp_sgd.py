@@ -17,18 +17,25 @@ DP with respect to that user's data).
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 from pydantic import Field
-from torch import nn
-from torch.func import functional_call, grad, vmap
 
 from vispriv.harness import CellContext, Defense, PluginConfig, Protected
-from vispriv.plugins.federated.deep.local import LocalWork, cross_entropy, trainable
 from vispriv.plugins.federated.deep.outcome import deep_protected, deep_protocol
-from vispriv.plugins.federated.deep.payloads import DeepFederatedData, DeepPlaintextUpdates, require_deep_public
-from vispriv.plugins.federated.deep.rounds import batch_truth_ids, run_deep_rounds
+from vispriv.plugins.federated.deep.payloads import (
+    DeepFederatedData,
+    DeepPlaintextUpdates,
+    batch_truth_ids,
+    require_deep_public,
+)
+
+if TYPE_CHECKING:  # torch is imported where it is used, so listing plugins stays light
+    import torch
+    from torch import nn
+
+    from vispriv.plugins.federated.deep.local import LocalWork
 
 
 class DpSgdConfig(PluginConfig):
@@ -41,6 +48,10 @@ class DpSgdConfig(PluginConfig):
 def private_gradient(model: nn.Module, params: dict[str, torch.Tensor], images: torch.Tensor, labels: torch.Tensor,
                      clip: float, sigma: float, generator: torch.Generator) -> dict[str, torch.Tensor]:
     """Abadi et al. Algorithm 1, one step: clip every example's gradient to ``clip``, sum, add noise, divide by B."""
+    import torch
+    from torch.func import functional_call, grad, vmap
+
+    from vispriv.plugins.federated.deep.local import cross_entropy
     buffers = {k: b.clone() for k, b in model.named_buffers()}
 
     def loss_of(p: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -86,6 +97,11 @@ class DpSgd(Defense):
     produces = (DeepPlaintextUpdates,)
 
     def protect(self, private: DeepFederatedData, public: object, ctx: CellContext) -> Protected:
+        import torch
+
+        from vispriv.plugins.federated.deep.local import trainable
+        from vispriv.plugins.federated.deep.rounds import run_deep_rounds
+
         cfg: DpSgdConfig = self.config
         deep_public = require_deep_public(public)
         generator = torch.Generator().manual_seed(ctx.child_seed("dp-sgd-noise") % (2**63))

@@ -28,8 +28,12 @@ from vispriv.harness.errors import InputError
 from vispriv.plugins.federated import paillier as pl
 from vispriv.plugins.federated.config import FederatedConfig
 from vispriv.plugins.federated.deep.outcome import deep_protected, deep_protocol
-from vispriv.plugins.federated.deep.payloads import DeepFederatedData, DeepPublishedAverage, require_deep_public
-from vispriv.plugins.federated.deep.rounds import batch_truth_ids, run_deep_rounds
+from vispriv.plugins.federated.deep.payloads import (
+    DeepFederatedData,
+    DeepPublishedAverage,
+    batch_truth_ids,
+    require_deep_public,
+)
 from vispriv.plugins.federated.outcome import accuracy_curve, base_utility, target_ids, target_truth
 from vispriv.plugins.federated.payloads import EncryptedUpdates, FederatedData, require_public
 from vispriv.plugins.federated.protocol import DpheSettings, _Parties, run_federated
@@ -128,6 +132,8 @@ class Dphe(Defense):
     def _protect_deep(self, private: DeepFederatedData, public: object, settings: DpheSettings,
                       ctx: CellContext) -> Protected:
         """Algorithm 1 on the deep updates of the attacked round; see the module docstring."""
+        from vispriv.plugins.federated.deep.rounds import run_deep_rounds
+
         cfg: DpheConfig = self.config
         deep_public = require_deep_public(public)
         stats: dict[str, float] = {}

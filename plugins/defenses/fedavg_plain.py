@@ -15,9 +15,9 @@ from vispriv.plugins.federated.deep.payloads import (
     CapturedUpdate,
     DeepFederatedData,
     DeepPlaintextUpdates,
+    batch_truth_ids,
     require_deep_public,
 )
-from vispriv.plugins.federated.deep.rounds import batch_truth_ids, run_deep_rounds
 from vispriv.plugins.federated.outcome import accuracy_curve, base_utility, target_ids, target_truth
 from vispriv.plugins.federated.payloads import FederatedData, FederatedPublic, PlaintextUpdates, require_public
 from vispriv.plugins.federated.protocol import run_federated
@@ -44,6 +44,8 @@ class PlainFedAvg(Defense):
         if isinstance(private, CapturedUpdate):
             return captured_protected(private, require_deep_public(public))
         if isinstance(private, DeepFederatedData):
+            from vispriv.plugins.federated.deep.rounds import run_deep_rounds
+
             deep_public = require_deep_public(public)
             deep = run_deep_rounds(private, deep_public, cfg.rounds, ctx)
             deep_release = DeepPlaintextUpdates(

@@ -15,8 +15,12 @@ from pydantic import Field
 
 from vispriv.harness import CellContext, Defense, PluginConfig, Protected
 from vispriv.plugins.federated.deep.outcome import deep_protected, deep_protocol
-from vispriv.plugins.federated.deep.payloads import DeepFederatedData, DeepPlaintextUpdates, require_deep_public
-from vispriv.plugins.federated.deep.rounds import batch_truth_ids, run_deep_rounds
+from vispriv.plugins.federated.deep.payloads import (
+    DeepFederatedData,
+    DeepPlaintextUpdates,
+    batch_truth_ids,
+    require_deep_public,
+)
 
 
 class GradientPruningConfig(PluginConfig):
@@ -47,6 +51,8 @@ class GradientPruning(Defense):
 
     def protect(self, private: DeepFederatedData, public: object, ctx: CellContext) -> Protected:
         cfg: GradientPruningConfig = self.config
+        from vispriv.plugins.federated.deep.rounds import run_deep_rounds
+
         deep_public = require_deep_public(public)
         run = run_deep_rounds(private, deep_public, cfg.rounds, ctx,
                               protect=lambda _n, update, _rng: prune_smallest(update, cfg.prune))

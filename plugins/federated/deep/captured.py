@@ -25,16 +25,17 @@ from __future__ import annotations
 import io
 import logging
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from vispriv.harness import CellContext, Dataset, PluginConfig, Scene
 from vispriv.harness.errors import InputError
-from vispriv.plugins.federated.deep.local import trainable
 from vispriv.plugins.federated.deep.payloads import CapturedUpdate, DeepFederatedPublic, flatten
+
+if TYPE_CHECKING:  # torch is imported where it is used, so listing plugins stays light
+    import torch
 
 
 class CapturedUpdateConfig(PluginConfig):
@@ -60,6 +61,8 @@ def _file(path: str, what: str) -> Path:
 
 def load_exported(path: str) -> tuple[bytes, torch.nn.Module]:
     """The bytes of a ``torch.export`` file and its module, or one-line InputError."""
+    import torch
+
     data = _file(path, "model").read_bytes()
     # torch.export logs a traceback of its own before raising on a foreign file: the one line below replaces it.
     torch_export_log = logging.getLogger("torch.export")
@@ -79,6 +82,10 @@ def load_exported(path: str) -> tuple[bytes, torch.nn.Module]:
 
 def load_update(path: str, module: torch.nn.Module) -> np.ndarray:
     """The captured update, checked name by name and shape by shape against the model."""
+    import torch
+
+    from vispriv.plugins.federated.deep.local import trainable
+
     try:
         state = torch.load(_file(path, "update"), map_location="cpu", weights_only=True)
     except InputError:
@@ -110,6 +117,8 @@ class CapturedUpdateDataset(Dataset):
     produces = (CapturedUpdate,)
 
     def load(self, ctx: CellContext) -> Scene:
+        import torch
+
         cfg: CapturedUpdateConfig = self.config
         data, module = load_exported(cfg.model)
         vector = load_update(cfg.update, module)

@@ -11,15 +11,11 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import torch
 from pydantic import Field, model_validator
 
 from vispriv.harness import CellContext, Dataset, FolderPath, PluginConfig, Scene
 from vispriv.harness.errors import ConfigError, InputError
-from vispriv.plugins.federated.deep.local import LocalWork
-from vispriv.plugins.federated.deep.models import build_model
 from vispriv.plugins.federated.deep.payloads import DeepFederatedData, DeepFederatedPublic, state_of, to_tensor
-from vispriv.plugins.federated.deep.pretrain import pretrain
 from vispriv.plugins.federated.deep.sources import (
     ColourImages,
     load_bundled_faces,
@@ -91,6 +87,12 @@ class DeepFederatedImages(Dataset):
         return load_colour_folder(cfg.root, cfg.size)
 
     def load(self, ctx: CellContext) -> Scene:
+        import torch
+
+        from vispriv.plugins.federated.deep.local import LocalWork
+        from vispriv.plugins.federated.deep.models import build_model
+        from vispriv.plugins.federated.deep.pretrain import pretrain
+
         cfg: DeepFederatedConfig = self.config
         data = self._source()
         per_user = cfg.images_per_user or cfg.batch_size

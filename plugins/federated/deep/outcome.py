@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -14,8 +14,11 @@ from vispriv.plugins.federated.deep.payloads import (
     DeepFederatedPublic,
     DeepPlaintextUpdates,
     DeepRelease,
+    batch_truth_ids,
 )
-from vispriv.plugins.federated.deep.rounds import DeepRun, batch_truth_ids
+
+if TYPE_CHECKING:
+    from vispriv.plugins.federated.deep.rounds import DeepRun
 
 
 def deep_protocol(private: DeepFederatedData, public: DeepFederatedPublic, **extra: Any) -> dict[str, Any]:

@@ -15,16 +15,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from torch import nn
 
 from vispriv.harness import Payload
 from vispriv.harness.errors import InputError
-from vispriv.plugins.federated.deep.local import LocalWork, trainable
-from vispriv.plugins.federated.deep.models import Normalised, build_model
+
+if TYPE_CHECKING:  # torch is imported where it is used, so listing plugins stays light
+    import torch
+    from torch import nn
+
+    from vispriv.plugins.federated.deep.local import LocalWork
 
 
 def _images(name: str, arr: np.ndarray) -> np.ndarray:
@@ -40,6 +42,8 @@ def _images(name: str, arr: np.ndarray) -> np.ndarray:
 
 def to_tensor(images: np.ndarray) -> torch.Tensor:
     """(N, H, W, C) numpy in [0, 1] -> (N, C, H, W) float32 tensor."""
+    import torch
+
     return torch.from_numpy(np.ascontiguousarray(np.asarray(images, np.float32).transpose(0, 3, 1, 2)))
 
 
@@ -110,10 +114,16 @@ class DeepFederatedPublic(Payload):
         self.public_labels = np.asarray(self.public_labels, np.int64).reshape(-1)
 
     def local_work(self) -> LocalWork:
+        from vispriv.plugins.federated.deep.local import LocalWork
+
         return LocalWork(**self.work)
 
     def model(self) -> nn.Module:
         """A fresh copy of the global model at the published weights."""
+        import torch
+
+        from vispriv.plugins.federated.deep.models import Normalised, build_model
+
         if self.exported:
             import io
 
@@ -139,11 +149,17 @@ def state_of(model: nn.Module) -> dict[str, np.ndarray]:
 
 
 def flatten(update: list[torch.Tensor]) -> np.ndarray:
+    import torch
+
     return torch.cat([u.reshape(-1) for u in update]).detach().numpy().astype(np.float32)
 
 
 def unflatten(vector: np.ndarray, model: nn.Module) -> list[torch.Tensor]:
     """A flat update back into one tensor per trainable parameter of ``model``, or one-line InputError."""
+    import torch
+
+    from vispriv.plugins.federated.deep.local import trainable
+
     shapes = [p.shape for p in trainable(model).values()]
     total = sum(int(np.prod(s)) for s in shapes)
     vector = np.asarray(vector, np.float32).reshape(-1)
@@ -232,3 +248,8 @@ def require_deep_public(public: object) -> DeepFederatedPublic:
     if not isinstance(public, DeepFederatedPublic):
         raise InputError(f"deep gradient inversion needs the global model (DeepFederatedPublic); got {type(public).__name__}")
     return public
+
+
+def batch_truth_ids(private: DeepFederatedData) -> list[list[str]]:
+    """``u{n}-i{k}``: the k-th image of user n's attacked batch."""
+    return [[f"u{n}-i{k}" for k in range(private.batch_size)] for n in range(private.n_users)]

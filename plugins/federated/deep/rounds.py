@@ -104,8 +104,3 @@ def run_deep_rounds(
         acc.append(accuracy(model, private.test_images, private.test_labels, work))
     assert sent0 is not None and raw0 is not None and avg0 is not None
     return DeepRun(sent0, raw0, avg0, acc)
-
-
-def batch_truth_ids(private: DeepFederatedData) -> list[list[str]]:
-    """``u{n}-i{k}``: the k-th image of user n's attacked batch."""
-    return [[f"u{n}-i{k}" for k in range(private.batch_size)] for n in range(private.n_users)]
