@@ -45,6 +45,8 @@ def pretrain(net: nn.Module, images: torch.Tensor, labels: torch.Tensor, steps: 
         data, batch_size=min(batch_size, len(data)), shuffle=True, generator=generator, drop_last=False
     )
     epochs = int(np.ceil(steps / max(1, len(loader))))
+    for name in ("lightning.pytorch", "lightning.fabric", "lightning.pytorch.utilities.rank_zero"):
+        logging.getLogger(name).setLevel(logging.ERROR)
     trainer = L.Trainer(
         max_steps=steps,
         max_epochs=epochs,
@@ -56,7 +58,6 @@ def pretrain(net: nn.Module, images: torch.Tensor, labels: torch.Tensor, steps: 
         num_sanity_val_steps=0,
         deterministic=True,
     )
-    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.fit(_Classifier(net, lr), loader)
