@@ -58,7 +58,7 @@ class Images(Payload):
 
     images: np.ndarray
     ids: list[str] = field(default_factory=list)
-    sets: list[str] = field(default_factory=list)
+    sets: list[str] = field(default_factory=list, kw_only=True)
 
     def __post_init__(self) -> None:
         arr = np.asarray(self.images, dtype=np.float32)
@@ -87,7 +87,7 @@ class Labels(Payload):
 
     labels: np.ndarray
     ids: list[str] = field(default_factory=list)
-    sets: list[str] = field(default_factory=list)
+    sets: list[str] = field(default_factory=list, kw_only=True)
 
     def __post_init__(self) -> None:
         arr = np.asarray(self.labels).reshape(-1)

@@ -130,8 +130,8 @@ class _DeepInversion(Attack):
                            "stopped_by_time": False})
         return AttackResult(
             estimate={
-                "images": Images(stacked, ids, sets),
-                "labels": Labels(np.concatenate(labels), ids, sets),
+                "images": Images(stacked, ids, sets=sets),
+                "labels": Labels(np.concatenate(labels), ids, sets=sets),
             },
             metrics=metrics,
             metric_directions=directions,

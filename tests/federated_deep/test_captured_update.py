@@ -34,8 +34,7 @@ USER_SCRIPT = textwrap.dedent('''
 
 
 def captured(folder: Path, **extra) -> dict:
-    return {"name": "captured-update", "model": str(folder / "model.pt2"), "update": str(folder / "update.pt"),
-            "image_shape": [3, 8, 8], **extra}
+    return {"name": "captured-update", "model": str(folder / "model.pt2"), "update": str(folder / "update.pt"), **extra}
 
 
 def test_a_plain_pytorch_update_is_inverted(tmp_path):

@@ -128,12 +128,12 @@ def test_alignment_is_the_brute_force_best_assignment():
     truth = rng.random((5, 4, 4, 3)).astype(np.float32)
     est = np.clip(truth[[3, 0, 4, 1, 2]] + rng.normal(0, 0.3, truth.shape), 0, 1).astype(np.float32)
     ids = [f"i{k}" for k in range(5)]
-    aligned = align(Images(truth, ids, ["s"] * 5), Images(est, ids, ["s"] * 5))
+    aligned = align(Images(truth, ids, sets=["s"] * 5), Images(est, ids, sets=["s"] * 5))
     best = min(itertools.permutations(range(5)), key=lambda p: sum(((est[i] - truth[p[i]]) ** 2).mean() for i in range(5)))
     assert aligned.ids == [ids[j] for j in best]
     ordered = Images(est, ids)
     assert align(Images(truth, ids), ordered) is ordered  # no sets: unchanged
-    labels = align(Labels(np.array([1, 2, 2]), ["a", "b", "c"]), Labels(np.array([2, 1, 0]), ["a", "b", "c"], ["s"] * 3))
+    labels = align(Labels(np.array([1, 2, 2]), ["a", "b", "c"]), Labels(np.array([2, 1, 0]), ["a", "b", "c"], sets=["s"] * 3))
     assert sum(labels.labels[i] == {"a": 1, "b": 2, "c": 2}[id_] for i, id_ in enumerate(labels.ids)) == 2
 
 

@@ -41,7 +41,9 @@ if TYPE_CHECKING:  # torch is imported where it is used, so listing plugins stay
 class CapturedUpdateConfig(PluginConfig):
     model: str = Field(..., description="torch.export file (.pt2) of the global model at the attacked round")
     update: str = Field(..., description="torch.save'd dict {parameter name: tensor}: gradient or weight difference")
-    image_shape: tuple[int, int, int] = Field(..., description="C, H, W of one input image")
+    image_shape: tuple[int, int, int] | None = Field(
+        None, description="C, H, W of one input image (default: from the exported program's example input)"
+    )
     batch_size: int = Field(1, ge=1, le=64, description="B: images behind the update")
     local: Literal["fedsgd", "fedavg"] = "fedsgd"
     local_steps: int = Field(1, ge=1, le=1000)
@@ -59,8 +61,8 @@ def _file(path: str, what: str) -> Path:
     return p
 
 
-def load_exported(path: str) -> tuple[bytes, torch.nn.Module]:
-    """The bytes of a ``torch.export`` file and its module, or one-line InputError."""
+def load_exported(path: str) -> tuple[bytes, torch.nn.Module, tuple[int, ...] | None]:
+    """The bytes of a ``torch.export`` file, its module and its example input's (C, H, W), or one-line InputError."""
     import torch
 
     data = _file(path, "model").read_bytes()
@@ -69,7 +71,8 @@ def load_exported(path: str) -> tuple[bytes, torch.nn.Module]:
     level = torch_export_log.level
     torch_export_log.setLevel(logging.CRITICAL)
     try:
-        module = torch.export.load(io.BytesIO(data)).module()
+        program = torch.export.load(io.BytesIO(data))
+        module = program.module()
     except Exception as exc:  # noqa: BLE001 -- torch raises many types on a file that is not an exported program
         raise InputError(
             f"model {path} does not load as a torch.export program ({type(exc).__name__}); "
@@ -77,7 +80,9 @@ def load_exported(path: str) -> tuple[bytes, torch.nn.Module]:
         ) from None
     finally:
         torch_export_log.setLevel(level)
-    return data, module
+    example = program.example_inputs[0] if program.example_inputs else ()
+    shape = tuple(example[0].shape[1:]) if example and getattr(example[0], "ndim", 0) == 4 else None
+    return data, module, shape
 
 
 def load_update(path: str, module: torch.nn.Module) -> np.ndarray:
@@ -120,14 +125,17 @@ class CapturedUpdateDataset(Dataset):
         import torch
 
         cfg: CapturedUpdateConfig = self.config
-        data, module = load_exported(cfg.model)
+        data, module, example_shape = load_exported(cfg.model)
         vector = load_update(cfg.update, module)
-        c, h, w = cfg.image_shape
+        shape = cfg.image_shape or example_shape
+        if shape is None:
+            raise InputError(f"model {cfg.model} carries no 4-d example input: set image_shape: [C, H, W]")
+        c, h, w = shape
         try:
             with torch.no_grad():
                 n_classes = int(module(torch.zeros(cfg.batch_size, c, h, w)).shape[-1])
         except Exception as exc:  # noqa: BLE001 -- a model that rejects the stated input shape
-            raise InputError(f"model {cfg.model} does not accept a batch of {cfg.batch_size} x {cfg.image_shape} "
+            raise InputError(f"model {cfg.model} does not accept a batch of {cfg.batch_size} x {shape} "
                              f"images ({type(exc).__name__}); check image_shape and batch_size") from None
         images = np.zeros((0, h, w, c), np.float32)
         labels = np.zeros(0, np.int64)

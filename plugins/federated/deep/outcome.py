@@ -33,8 +33,8 @@ def deep_truth(private: DeepFederatedData) -> dict[str, Images | Labels]:
     flat = [i for user in ids for i in user]
     sets = [f"u{n}" for n, user in enumerate(ids) for _ in user]
     return {
-        "images": Images(private.images[rows], flat, sets),
-        "labels": Labels(private.labels[rows], flat, sets),
+        "images": Images(private.images[rows], flat, sets=sets),
+        "labels": Labels(private.labels[rows], flat, sets=sets),
     }
 
 
@@ -77,5 +77,5 @@ def captured_protected(private: CapturedUpdate, public: DeepFederatedPublic) -> 
     truth: dict[str, Images | Labels] = {}
     if len(private.images):
         sets = ["u0"] * len(ids)
-        truth = {"images": Images(private.images, ids, sets), "labels": Labels(private.labels, ids, sets)}
+        truth = {"images": Images(private.images, ids, sets=sets), "labels": Labels(private.labels, ids, sets=sets)}
     return Protected(release, truth, {}, {})
