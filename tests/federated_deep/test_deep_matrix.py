@@ -6,9 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import mlflow
 import pytest
 import yaml
+from mlflow import MlflowClient
 
 
 def run(folder: Path, config: dict, *args: str) -> subprocess.CompletedProcess:
@@ -20,8 +20,10 @@ def run(folder: Path, config: dict, *args: str) -> subprocess.CompletedProcess:
 
 
 def cell_metrics(folder: Path, experiment: str) -> dict[str, dict[str, float]]:
-    mlflow.set_tracking_uri(f"sqlite:///{folder / 'mlflow.db'}")
-    runs = mlflow.search_runs(experiment_names=[experiment], output_format="list")
+    # A client of its own: mlflow.set_tracking_uri would export MLFLOW_TRACKING_URI to every later subprocess.
+    client = MlflowClient(tracking_uri=f"sqlite:///{folder / 'mlflow.db'}")
+    exp = client.get_experiment_by_name(experiment)
+    runs = client.search_runs([exp.experiment_id]) if exp is not None else []
     return {r.info.run_name: r.data.metrics for r in runs if "mlflow.parentRunId" in r.data.tags}
 
 
