@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 from vispriv.harness.errors import TrackingError
-from vispriv.harness.paths import existing_ancestor, folder_problem
+from vispriv.harness.paths import existing_ancestor
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 CELL = "cell"
@@ -73,7 +73,7 @@ def check_store(uri: str, create: bool = True) -> str:
     """Cheap checks of a tracking URI, without importing MLflow; returns ``uri`` or raises :class:`TrackingError`.
 
     A ``sqlite:///`` store's folder must exist and be writable, and an existing database be
-    writable; a ``file://`` store's folder must be creatable and writable; an ``http(s)://``
+    writable; a ``file:`` URI (MLflow's deprecated file store) is refused; an ``http(s)://``
     server must accept a TCP connection within :data:`HTTP_PROBE_TIMEOUT_S` (unless a proxy
     is configured for its host, which only MLflow's own probe can go through). With
     ``create=False`` (a command that only reads, such as ``vispriv report``) a sqlite
@@ -100,19 +100,15 @@ def check_store(uri: str, create: bool = True) -> str:
             raise TrackingError(f"cannot open tracking store {uri}: folder {parent} is not writable "
                                 "(the store, its lock and its artifacts live there); choose another --tracking-uri")
     elif uri.startswith("file:"):
-        problem = folder_problem(file_store_path(uri))
-        if problem is not None:
-            raise TrackingError(f"cannot open tracking store {uri}: {problem}; choose another --tracking-uri")
+        raise TrackingError(
+            f"cannot open tracking store {uri}: MLflow's file store is deprecated and not supported; "
+            "use sqlite:///PATH/mlflow.db (the default is sqlite:///mlflow.db) or http://HOST:PORT"
+        )
     elif "://" not in uri:
         raise TrackingError(f"tracking URI {uri!r} is not supported here; use sqlite:///PATH.db or http://HOST:PORT")
     elif uri.startswith(("http://", "https://")):
         _probe_http(uri)
     return uri
-
-
-def file_store_path(uri: str) -> Path:
-    """The folder of a ``file:`` store URI (``file:///abs/mlruns`` or ``file:./mlruns``)."""
-    return Path(urllib.request.url2pathname(urlparse(uri).path)).expanduser()
 
 
 def store_location(uri: str) -> str:

@@ -88,7 +88,7 @@ def test_every_folder_the_cli_writes_is_checked_before_anything_is_created(run_c
 
 
 def test_read_only_folders_are_named_not_writable(tmp_path):
-    """Report, sqlite store, file store and cache in a read-only folder: each one line naming the folder."""
+    """Report, sqlite store and cache in a read-only folder: each one line naming the folder."""
     folder = tmp_path / "ro"
     folder.mkdir()
     config = tmp_path / "c.yaml"
@@ -96,7 +96,6 @@ def test_read_only_folders_are_named_not_writable(tmp_path):
     cases = [
         (["report", "--out", str(folder / "report")], f"report folder {folder / 'report'} cannot be written"),
         (["matrix", str(config), "--tracking-uri", f"sqlite:///{folder}/mlflow.db"], "cannot open tracking store"),
-        (["matrix", str(config), "--tracking-uri", f"file://{folder}/mlruns"], "cannot open tracking store"),
         (["matrix", str(config), "--cache-dir", str(folder / "cache")], f"cache dir {folder / 'cache'}"),
     ]
     for args, message in cases:
@@ -121,12 +120,22 @@ def test_report_on_an_unknown_experiment_names_the_absolute_path(store_with_runs
 
 
 def test_store_under_a_file_says_the_parent_is_a_file(run_cli, write_config, tmp_path):
-    """Was "folder .../afile does not exist" (sqlite) and MLflow's file-store notice cut mid-sentence (file://)."""
+    """Was "folder .../afile does not exist"."""
     blocker = _a_file(tmp_path)
     config = str(write_config(toy_config()))
-    for uri in (f"sqlite:///{blocker}/mlflow.db", f"file://{blocker}/mlruns"):
+    uri = f"sqlite:///{blocker}/mlflow.db"
+    line = _error_line(run_cli("matrix", config, "--tracking-uri", uri))
+    assert line.startswith(f"error: cannot open tracking store {uri}: {blocker} is a file, not a folder"), line
+
+
+def test_a_file_store_is_refused_with_the_supported_stores(run_cli, write_config, tmp_path):
+    """Was MLflow's file-store maintenance notice cut mid-sentence; the file store is deprecated."""
+    config = str(write_config(toy_config()))
+    for uri in (f"file://{tmp_path}/mlruns", "file:./mlruns"):
         line = _error_line(run_cli("matrix", config, "--tracking-uri", uri))
-        assert line.startswith(f"error: cannot open tracking store {uri}: {blocker} is a file, not a folder"), line
+        assert line.startswith(f"error: cannot open tracking store {uri}: MLflow's file store is deprecated"), line
+        assert "sqlite:///" in line
+    assert not (tmp_path / "mlruns").exists()
 
 
 # -- misspelt plugin names ---------------------------------------------------------------
