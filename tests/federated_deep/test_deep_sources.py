@@ -167,6 +167,25 @@ def test_cifar10_truncated_pickle(cifar10):
     _raises("data_batch_2.*unpickled", load_cifar, folder)
 
 
+class _RunsCode:
+    """A pickle payload that would call a function on load (here a harmless one that leaves a mark)."""
+
+    def __init__(self, mark: Path) -> None:
+        self.mark = mark
+
+    def __reduce__(self):
+        return (Path.touch, (self.mark,))
+
+
+def test_cifar_pickle_naming_any_other_global_is_refused_not_run(cifar10, tmp_path):
+    folder, _ = cifar10
+    mark = tmp_path / "ran"
+    with open(folder / "data_batch_3", "wb") as f:
+        pickle.dump({b"data": _RunsCode(mark), b"labels": [0]}, f)
+    text = _raises("data_batch_3.*not allowed", load_cifar, folder)
+    assert "pathlib" in text and not mark.exists()
+
+
 def test_cifar10_wrong_array_size(cifar10):
     folder, _ = cifar10
     _dump(folder / "data_batch_4", {b"labels": [0, 1, 2], b"data": np.zeros((3, 3071), np.uint8)})

@@ -90,13 +90,33 @@ def _find_cifar(root: Path) -> tuple[Literal["cifar10", "cifar100"], Path]:
     raise InputError(f"{str(root)!r} is not a CIFAR folder: expected {_EXPECTED}")
 
 
+#: The only globals a CIFAR pickle refers to: numpy's array reconstruction (numpy 1 and 2 names),
+#: and ``_codecs.encode``, with which a protocol-2 pickle written by Python 3 rebuilds bytes.
+#: Anything else (``os.system``, ``builtins.eval``, ...) is refused before it is looked up.
+_CIFAR_GLOBALS = frozenset(
+    (module, name)
+    for prefix in ("numpy.core", "numpy._core")
+    for module, name in ((f"{prefix}.multiarray", "_reconstruct"), (f"{prefix}.numeric", "_frombuffer"))
+) | {("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode")}
+
+
+class _ArraysOnly(pickle.Unpickler):
+    """An unpickler that builds dicts, lists, bytes, numbers and numpy arrays, and nothing else."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in _CIFAR_GLOBALS:
+            raise pickle.UnpicklingError(f"global {module}.{name} is not allowed in a CIFAR file")
+        return super().find_class(module, name)
+
+
 def _unpickle(path: Path) -> dict[bytes, Any]:
-    """One CIFAR pickle as its dict with bytes keys (``encoding="bytes"``, as the datasets ship)."""
+    """One CIFAR pickle as its dict with bytes keys (``encoding="bytes"``, as the datasets ship),
+    read by :class:`_ArraysOnly`: a file that names any other global is refused, not run."""
     if not path.is_file():
         raise InputError(f"CIFAR file {str(path)!r} is missing")
     try:
         with open(path, "rb") as f:
-            obj = pickle.load(f, encoding="bytes")
+            obj = _ArraysOnly(f, encoding="bytes").load()
     except Exception as exc:  # noqa: BLE001 -- truncated or foreign files fail in many ways
         raise InputError(
             f"CIFAR file {str(path)!r} cannot be unpickled (truncated or not a CIFAR pickle): "
@@ -169,9 +189,10 @@ def load_cifar(
     ``"test"`` 10000, in file order. ``coarse=True`` gives CIFAR-100's 20 superclasses
     (an error for CIFAR-10, which has none).
 
-    Security: the files are Python pickles, and unpickling can run arbitrary code. That is
-    how the datasets ship (https://www.cs.toronto.edu/~kriz/cifar.html); only point ``root``
-    at files you trust, e.g. the archives as downloaded from there.
+    Security: the files are Python pickles (how the datasets ship), and a plain unpickler
+    runs whatever code a file names. They are read with an unpickler that accepts only
+    numpy's array reconstruction (:data:`_CIFAR_GLOBALS`), so a file naming any other
+    function is refused with an :class:`InputError` instead of being run.
 
     Returns images float32 (N, 32, 32, 3) in [0, 1]; empty ``provenance`` (real data).
     Raises :class:`InputError` (one line naming the file) on a missing file, a file that
