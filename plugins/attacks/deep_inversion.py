@@ -37,9 +37,7 @@ from vispriv.plugins.federated.deep.payloads import (
 )
 
 if TYPE_CHECKING:  # torch is imported where it is used, so listing plugins stays light
-    from vispriv.plugins.federated.deep.inversion import InversionSettings, Reconstruction
-
-Method = Literal["dlg", "idlg", "inverting-gradients"]
+    from vispriv.plugins.federated.deep.inversion import InversionSettings, Method, Reconstruction
 
 
 class DeepInversionConfig(PluginConfig):

@@ -23,13 +23,8 @@ import numpy as np
 from pydantic import Field
 
 from vispriv.harness import CellContext, Defense, PluginConfig, Protected
-from vispriv.plugins.federated.deep.outcome import deep_protected, deep_protocol
-from vispriv.plugins.federated.deep.payloads import (
-    DeepFederatedData,
-    DeepPlaintextUpdates,
-    batch_truth_ids,
-    require_deep_public,
-)
+from vispriv.plugins.federated.deep.outcome import deep_plaintext_protected
+from vispriv.plugins.federated.deep.payloads import DeepFederatedData, DeepPlaintextUpdates, require_deep_public
 
 if TYPE_CHECKING:  # torch is imported where it is used, so listing plugins stays light
     import torch
@@ -99,33 +94,27 @@ class DpSgd(Defense):
     def protect(self, private: DeepFederatedData, public: object, ctx: CellContext) -> Protected:
         import torch
 
-        from vispriv.plugins.federated.deep.local import trainable
-        from vispriv.plugins.federated.deep.rounds import run_deep_rounds
+        from vispriv.plugins.federated.deep.local import apply_local_work, trainable
 
         cfg: DpSgdConfig = self.config
-        deep_public = require_deep_public(public)
         generator = torch.Generator().manual_seed(ctx.child_seed("dp-sgd-noise") % (2**63))
 
         def local(model: nn.Module, x: torch.Tensor, y: torch.Tensor, work: LocalWork, _user: int,
                   _rng: np.random.Generator) -> list[torch.Tensor]:
             work.set_mode(model)
-            start = {k: p.detach() for k, p in trainable(model).items()}
-            current = dict(start)
-            for _ in range(work.steps if work.mode == "fedavg" else 1):
-                g = private_gradient(model, current, x, y, cfg.max_grad_norm, cfg.noise_multiplier, generator)
-                if work.mode == "fedsgd":
-                    return [g[k] for k in start]
-                current = {k: current[k] - work.lr * g[k] for k in start}
-            return [current[k] - start[k] for k in start]
+            params = {k: p.detach() for k, p in trainable(model).items()}
 
-        run = run_deep_rounds(private, deep_public, cfg.rounds, ctx, local=local)
-        work = deep_public.local_work()
+            def noisy(current: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+                g = private_gradient(model, current, x, y, cfg.max_grad_norm, cfg.noise_multiplier, generator)
+                return [g[k] for k in current]
+
+            return apply_local_work(params, noisy, work)
+
+        work = require_deep_public(public).local_work()
         steps = cfg.rounds * (work.steps if work.mode == "fedavg" else 1)
         epsilon = dp_epsilon(cfg.noise_multiplier, steps, cfg.delta)
-        release = DeepPlaintextUpdates(
-            protocol=deep_protocol(private, deep_public, noise_multiplier=cfg.noise_multiplier,
-                                   max_grad_norm=cfg.max_grad_norm),
-            target_ids=batch_truth_ids(private),
-            updates=run.sent,
+        return deep_plaintext_protected(
+            private, public, cfg.rounds, ctx, local=local,
+            protocol_extra={"noise_multiplier": cfg.noise_multiplier, "max_grad_norm": cfg.max_grad_norm},
+            utility={"epsilon": epsilon}, directions={"epsilon": False},
         )
-        return deep_protected(private, run, release, ctx, {"epsilon": epsilon}, {"epsilon": False})

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from vispriv.harness import CellContext, Defense, Protected
 from vispriv.plugins.federated.config import FederatedConfig
-from vispriv.plugins.federated.deep.outcome import captured_protected, deep_protected, deep_protocol
+from vispriv.plugins.federated.deep.outcome import captured_protected, deep_plaintext_protected
 from vispriv.plugins.federated.deep.payloads import (
     CapturedUpdate,
     DeepFederatedData,
     DeepPlaintextUpdates,
-    batch_truth_ids,
     require_deep_public,
 )
 from vispriv.plugins.federated.outcome import accuracy_curve, base_utility, target_ids, target_truth
@@ -44,14 +43,7 @@ class PlainFedAvg(Defense):
         if isinstance(private, CapturedUpdate):
             return captured_protected(private, require_deep_public(public))
         if isinstance(private, DeepFederatedData):
-            from vispriv.plugins.federated.deep.rounds import run_deep_rounds
-
-            deep_public = require_deep_public(public)
-            deep = run_deep_rounds(private, deep_public, cfg.rounds, ctx)
-            deep_release = DeepPlaintextUpdates(
-                protocol=deep_protocol(private, deep_public), target_ids=batch_truth_ids(private), updates=deep.sent
-            )
-            return deep_protected(private, deep, deep_release, ctx)
+            return deep_plaintext_protected(private, public, cfg.rounds, ctx)
         linear_public: FederatedPublic = require_public(public)
         run = run_federated(private, linear_public, cfg.training(), cfg.rounds, ctx)
         release = PlaintextUpdates(

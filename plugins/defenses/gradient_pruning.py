@@ -14,13 +14,8 @@ import numpy as np
 from pydantic import Field
 
 from vispriv.harness import CellContext, Defense, PluginConfig, Protected
-from vispriv.plugins.federated.deep.outcome import deep_protected, deep_protocol
-from vispriv.plugins.federated.deep.payloads import (
-    DeepFederatedData,
-    DeepPlaintextUpdates,
-    batch_truth_ids,
-    require_deep_public,
-)
+from vispriv.plugins.federated.deep.outcome import deep_plaintext_protected
+from vispriv.plugins.federated.deep.payloads import DeepFederatedData, DeepPlaintextUpdates
 
 
 class GradientPruningConfig(PluginConfig):
@@ -51,12 +46,7 @@ class GradientPruning(Defense):
 
     def protect(self, private: DeepFederatedData, public: object, ctx: CellContext) -> Protected:
         cfg: GradientPruningConfig = self.config
-        from vispriv.plugins.federated.deep.rounds import run_deep_rounds
-
-        deep_public = require_deep_public(public)
-        run = run_deep_rounds(private, deep_public, cfg.rounds, ctx,
-                              protect=lambda _n, update, _rng: prune_smallest(update, cfg.prune))
-        release = DeepPlaintextUpdates(
-            protocol=deep_protocol(private, deep_public, prune=cfg.prune), target_ids=batch_truth_ids(private), updates=run.sent
+        return deep_plaintext_protected(
+            private, public, cfg.rounds, ctx,
+            protect=lambda _n, update, _rng: prune_smallest(update, cfg.prune), protocol_extra={"prune": cfg.prune},
         )
-        return deep_protected(private, run, release, ctx)

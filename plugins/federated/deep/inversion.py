@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
@@ -41,7 +41,6 @@ from vispriv.plugins.federated.deep.labels import recover_labels
 from vispriv.plugins.federated.deep.local import LocalWork, as_gradient, simulate_update, trainable
 
 Method = Literal["dlg", "idlg", "inverting-gradients"]
-METHODS: tuple[str, ...] = ("dlg", "idlg", "inverting-gradients")
 
 
 @dataclass(frozen=True)
@@ -57,7 +56,6 @@ class InversionSettings:
     max_seconds: float | None = None
     threads: int = 1
     lbfgs_inner: int = 20
-    retry_halted: bool = True
 
     def step_size(self) -> float:
         if self.lr is not None:
@@ -123,7 +121,6 @@ def invert(
     seed: int = 0,
     work: LocalWork | None = None,
     public_images: torch.Tensor | None = None,
-    on_step: Callable[[int], None] | None = None,
 ) -> Reconstruction:
     """Reconstruct ``n_images`` images of ``image_shape`` (C, H, W) from ``target_update``.
 
@@ -148,7 +145,7 @@ def invert(
     per_restart = [settings.steps // restarts + (1 if r < settings.steps % restarts else 0) for r in range(restarts)]
     start = time.perf_counter()
     best: Reconstruction | None = None
-    steps_run = evaluations = 0
+    evaluations = 0
     stopped = "steps"
     budget = settings.steps
     with torch_threads(settings.threads):
@@ -161,9 +158,8 @@ def invert(
             # A restart's share of the budget; what a halted search leaves goes to a fresh start.
             share = min(budget, per_restart[r] if r < restarts else budget)
             run = _search(model, params, target, work, n_images, image_shape, n_classes, labels, settings,
-                          share, generator, remaining, on_step)
+                          share, generator, remaining)
             budget -= run.steps
-            steps_run += run.steps
             evaluations += run.evaluations
             if best is None or run.loss < best.loss:
                 best = run
@@ -171,9 +167,8 @@ def invert(
             stopped = run.stopped
             if run.stopped in ("time", "converged"):
                 break
-            if run.stopped in ("halted", "diverged") and not settings.retry_halted and r >= restarts:
-                break
     assert best is not None
+    steps_run = settings.steps - budget
     return Reconstruction(best.images, best.labels, best.loss, steps_run, evaluations, time.perf_counter() - start, stopped)
 
 
@@ -190,7 +185,6 @@ def _search(
     steps: int,
     generator: torch.Generator,
     seconds: float | None,
-    on_step: Callable[[int], None] | None,
 ) -> Reconstruction:
     """One restart of the chosen method."""
     x = _initial((n_images, *image_shape), settings.init, generator).requires_grad_(True)
@@ -244,8 +238,6 @@ def _search(
             scheduler.step()
             with torch.no_grad():
                 x.clamp_(0, 1)
-            if on_step is not None:
-                on_step(1)
             if seconds is not None and time.perf_counter() - start > seconds:
                 stopped = "time"
                 break
@@ -272,8 +264,6 @@ def _search(
             before = optimiser.state[x].get("n_iter", 0)
             optimiser.step(closure)
             advanced = optimiser.state[x].get("n_iter", 0) - before
-            if on_step is not None:
-                on_step(1)
             if not all(torch.isfinite(v).all() for v in variables):
                 stopped = "diverged"
                 break

@@ -15,6 +15,7 @@ through the steps, ``create_graph=True``), so the attack replays exactly the use
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Literal
@@ -36,10 +37,6 @@ class LocalWork:
     #: "eval": BatchNorm on its running statistics (the setting of Inverting Gradients' own
     #: experiments); "train": on the batch's statistics, as a client in training mode computes.
     batchnorm: Literal["eval", "train"] = "eval"
-
-    def describe(self) -> dict[str, object]:
-        return {"mode": self.mode, "steps": self.steps if self.mode == "fedavg" else 1, "lr": self.lr,
-                "batchnorm": self.batchnorm}
 
     def set_mode(self, model: nn.Module) -> None:
         """Put ``model`` in the forward mode the protocol says (matters for BatchNorm only).
@@ -80,6 +77,17 @@ def simulate_update(
         loss = cross_entropy(logits, labels)
         return torch.autograd.grad(loss, [current[k] for k in names], create_graph=create_graph)
 
+    return apply_local_work(params, gradient, work)
+
+
+def apply_local_work(
+    params: dict[str, torch.Tensor],
+    gradient: Callable[[dict[str, torch.Tensor]], Sequence[torch.Tensor]],
+    work: LocalWork,
+) -> list[torch.Tensor]:
+    """The protocol's arithmetic around any gradient (plain or DP-SGD's): FedSGD sends
+    ``gradient(params)``; FedAvg takes E steps w <- w - lr g and sends w_E - w."""
+    names = list(params)
     if work.mode == "fedsgd":
         return list(gradient(params))
     current = dict(params)

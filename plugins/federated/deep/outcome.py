@@ -15,10 +15,11 @@ from vispriv.plugins.federated.deep.payloads import (
     DeepPlaintextUpdates,
     DeepRelease,
     batch_truth_ids,
+    require_deep_public,
 )
 
 if TYPE_CHECKING:
-    from vispriv.plugins.federated.deep.rounds import DeepRun
+    from vispriv.plugins.federated.deep.rounds import DeepRun, LocalFn, ProtectFn
 
 
 def deep_protocol(private: DeepFederatedData, public: DeepFederatedPublic, **extra: Any) -> dict[str, Any]:
@@ -64,6 +65,31 @@ def deep_protected(
         **(extra_directions or {}),
     }
     return Protected(release, deep_truth(private), utility, directions)
+
+
+def deep_plaintext_protected(
+    private: DeepFederatedData,
+    public: object,
+    rounds: int,
+    ctx: CellContext,
+    local: LocalFn | None = None,
+    protect: ProtectFn | None = None,
+    protocol_extra: dict[str, Any] | None = None,
+    utility: dict[str, float] | None = None,
+    directions: dict[str, bool] | None = None,
+) -> Protected:
+    """Run the rounds with a defense's hooks and release every user's update as sent (plaintext
+    FedAvg, pruning, DP-SGD): the shared body of the defenses whose aggregator sees each update."""
+    from vispriv.plugins.federated.deep.rounds import plain_local, run_deep_rounds
+
+    deep_public = require_deep_public(public)
+    run = run_deep_rounds(private, deep_public, rounds, ctx, local=local or plain_local, protect=protect)
+    release = DeepPlaintextUpdates(
+        protocol=deep_protocol(private, deep_public, **(protocol_extra or {})),
+        target_ids=batch_truth_ids(private),
+        updates=run.sent,
+    )
+    return deep_protected(private, run, release, ctx, utility, directions)
 
 
 def captured_protected(private: CapturedUpdate, public: DeepFederatedPublic) -> Protected:

@@ -51,7 +51,6 @@ class DeepRun:
     """The attacked round's messages and the model's accuracy after each round."""
 
     sent: np.ndarray
-    raw: np.ndarray
     average: np.ndarray
     accuracy: list[float] = field(default_factory=list)
 
@@ -83,24 +82,23 @@ def run_deep_rounds(
     work = public.local_work()
     rng = ctx.rng("deep-rounds")
     acc = [accuracy(model, private.test_images, private.test_labels, work)]
-    sent0 = raw0 = avg0 = None
+    sent0 = avg0 = None
     for t in ctx.progress(range(rounds), desc="federated rounds (deep)", total=rounds):
-        raw, sent = [], []
+        sent = []
         for n in range(private.n_users):
             rows = private.batch_rows(n, t)
             x = to_tensor(private.images[rows])
             y = torch.as_tensor(private.labels[rows])
             update = flatten(local(model, x, y, work, n, rng))
-            raw.append(update)
             sent.append(protect(n, update, rng) if protect is not None else update)
         sent_arr = np.stack(sent).astype(np.float32)
         mean = np.asarray(aggregate(sent_arr), np.float32)
         if t == 0:
-            sent0, raw0, avg0 = sent_arr, np.stack(raw), mean
+            sent0, avg0 = sent_arr, mean
         step = unflatten(mean, model)
         with torch.no_grad():
             for p, u in zip(trainable(model).values(), step):
                 p.add_(-work.lr * u if work.mode == "fedsgd" else u)
         acc.append(accuracy(model, private.test_images, private.test_labels, work))
-    assert sent0 is not None and raw0 is not None and avg0 is not None
-    return DeepRun(sent0, raw0, avg0, acc)
+    assert sent0 is not None and avg0 is not None
+    return DeepRun(sent0, avg0, acc)
