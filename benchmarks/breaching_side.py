@@ -14,8 +14,8 @@ user sent: the gradient of the mean cross-entropy, one array per parameter in
 ``n_classes``, ``mean``, ``std``, ``attack`` = ``deepleakage`` | ``invertinggradients``,
 ``max_iterations`` (per restart), ``restarts``, ``threads``, ``give_labels``).
 
-The network is rebuilt here with the same module names as vispriv's (its state dict loads with
-``strict=True``), the gradient is recomputed from it and compared to the one sent, and breaching's
+The network is vispriv's own definition, loaded from ``plugins/federated/deep/models.py`` by
+file path (it needs torch alone; its state dict loads with ``strict=True``), the gradient is recomputed from it and compared to the one sent, and breaching's
 attacker is built from breaching's own bundled preset (``breaching.get_attack_config``) with only
 ``optim.max_iterations`` and ``restarts.num_trials`` overridden. The server payload and the user's
 shared data are built by hand, so none of breaching's datasets is constructed (nothing is
@@ -31,67 +31,37 @@ resolved optimiser settings).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import sys
 import time
-from collections import OrderedDict
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
 
-class LeNetDLG(nn.Module):
-    """DLG's LeNet, the same module names and arithmetic as vispriv's ``LeNetDLG`` (no normalisation)."""
-
-    def __init__(self, channels: int = 3, n_classes: int = 10, size: int = 32) -> None:
-        super().__init__()
-        self.body = nn.Sequential(
-            nn.Conv2d(channels, 12, kernel_size=5, padding=2, stride=2),
-            nn.Sigmoid(),
-            nn.Conv2d(12, 12, kernel_size=5, padding=2, stride=2),
-            nn.Sigmoid(),
-            nn.Conv2d(12, 12, kernel_size=5, padding=2, stride=1),
-            nn.Sigmoid(),
-        )
-        self.fc = nn.Linear(12 * (size // 4) ** 2, n_classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.body(x).flatten(1))
-
-
-class ConvNetIG(nn.Module):
-    """Inverting Gradients' ConvNet with vispriv's module names (8 conv-BN-ReLU blocks, 3 max-pools)."""
-
-    def __init__(self, channels: int = 3, n_classes: int = 10, size: int = 32, width: int = 16) -> None:
-        super().__init__()
-        w = width
-        widths = [channels, w, 2 * w, 2 * w, 4 * w, 4 * w, 4 * w, 4 * w, 4 * w]
-        layers: list[tuple[str, nn.Module]] = []
-        for i in range(8):
-            layers += [
-                (f"conv{i}", nn.Conv2d(widths[i], widths[i + 1], kernel_size=3, padding=1)),
-                (f"bn{i}", nn.BatchNorm2d(widths[i + 1])),
-                (f"relu{i}", nn.ReLU()),
-            ]
-            if i in (3, 5, 7):
-                layers.append((f"pool{(i - 3) // 2}", nn.MaxPool2d(3)))
-        self.features = nn.Sequential(OrderedDict(layers))
-        side = size
-        for _ in range(3):
-            side //= 3
-        self.linear = nn.Linear(4 * w * side * side, n_classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.linear(self.features(x).flatten(1))
+def _vispriv_models() -> Any:
+    """vispriv's network definitions, loaded from their source file (it imports torch alone), so the
+    side environment runs the very same architecture without installing vispriv."""
+    path = Path(__file__).resolve().parents[1] / "plugins" / "federated" / "deep" / "models.py"
+    spec = importlib.util.spec_from_file_location("vispriv_deep_models", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"breaching_side.py: cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def build(arch: str, channels: int, n_classes: int, size: int, state: dict[str, torch.Tensor]) -> nn.Module:
+    models = _vispriv_models()
     if arch == "lenet":
-        model: nn.Module = LeNetDLG(channels, n_classes, size)
+        model: nn.Module = models.LeNetDLG(channels, n_classes, size)
     elif arch == "convnet":
         width = int(state["features.conv0.weight"].shape[0])
-        model = ConvNetIG(channels, n_classes, size, width)
+        model = models.ConvNetIG(channels, n_classes, size, width)
     else:
         raise SystemExit(f"breaching_side.py: unknown architecture {arch!r} (lenet, convnet)")
     model.load_state_dict(state, strict=True)

@@ -17,19 +17,12 @@ from pydantic import Field
 
 from vispriv.harness import CellContext, Images, Metric, PluginConfig
 from vispriv.harness.artifacts import RECONSTRUCTION_SAMPLE, save_reconstruction_sample
-from vispriv.plugins.metrics.image_quality import _paired
+from vispriv.plugins.metrics.image_quality import _paired, per_image_quality
 
 
 class RecognisableConfig(PluginConfig):
     threshold_db: float = Field(20.0, gt=0, description="PSNR (dB) from which a reconstruction counts as recognisable")
     gallery: int = Field(8, ge=0, le=64, description="(truth, reconstruction) pairs logged for the report's gallery")
-
-
-def psnr_per_image(truth: np.ndarray, estimate: np.ndarray) -> np.ndarray:
-    """PSNR in dB of each image pair (data range 1); identical images give +inf."""
-    mse = ((truth.astype(np.float64) - estimate.astype(np.float64)) ** 2).reshape(len(truth), -1).mean(axis=1)
-    with np.errstate(divide="ignore"):
-        return 10.0 * np.log10(1.0 / mse)
 
 
 class RecognisableShare(Metric):
@@ -44,9 +37,9 @@ class RecognisableShare(Metric):
 
     def score(self, truth: Images, estimate: Images, ctx: CellContext) -> dict[str, float]:
         cfg: RecognisableConfig = self.config
-        t, e = _paired(truth, estimate)
-        values = psnr_per_image(t, e)
+        values = np.array([float(row["psnr"]) for row in per_image_quality(truth, estimate, ("psnr",))])
         if cfg.gallery and ctx.artifact_dir is not None:
+            t, e = _paired(truth, estimate)
             shown = min(cfg.gallery, len(t))
             save_reconstruction_sample(ctx.artifact(RECONSTRUCTION_SAMPLE), estimate.ids[:shown], t[:shown], e[:shown])
         return {
