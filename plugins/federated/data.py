@@ -28,6 +28,7 @@ appendix A.2.2 where one user's data is all of one class).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,6 +74,44 @@ def load_lfw_source() -> LabelledImages:
 NOT_CLASSES = ("BACKGROUND_Google", "257.clutter")
 
 
+def read_class_folders(
+    root: str | Path, read: Callable[[Path], np.ndarray], what: str, exclude: tuple[str, ...] = NOT_CLASSES
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Images, labels and class names of a folder with one sub-folder per class.
+
+    Class folders are the sub-folders of ``root`` in sorted order (labels 0, 1, ...) except
+    those named in ``exclude`` (left out with a warning naming those found). ``read`` turns a
+    file with an image suffix into its (resized) array; files it cannot read are skipped with
+    one warning that counts and names them with the reason. ``what`` names the source in messages.
+    """
+    root = Path(root).expanduser()
+    if not root.is_dir():
+        raise InputError(f"{what} root {str(root)!r} is not a directory; expected one sub-folder per class")
+    found = sorted(p.name for p in root.iterdir() if p.is_dir())
+    left_out = [name for name in found if name in exclude]
+    if left_out:
+        warnings.warn(f"{what} {root}: class folder(s) {', '.join(left_out)} left out (excluded)", stacklevel=3)
+    classes = [name for name in found if name not in exclude]
+    if len(classes) < 2:
+        raise InputError(f"{what} {str(root)!r} needs at least 2 class sub-folders; found {len(classes)}")
+    images, labels, bad = [], [], []
+    for label, name in enumerate(classes):
+        for path in sorted((root / name).iterdir()):
+            if not path.is_file() or path.suffix.lower() not in IMAGE_SUFFIXES:
+                continue
+            try:
+                images.append(read(path))
+            except Exception as exc:  # noqa: BLE001 -- any decoder failure means "unreadable"
+                bad.append(f"{name}/{path.name} ({unreadable_reason(path, exc)})")
+                continue
+            labels.append(label)
+    if bad:
+        warnings.warn(f"skipped {len(bad)} unreadable image file(s) in {root}: {', '.join(bad)}", stacklevel=3)
+    if not images:
+        raise InputError(f"{what} {str(root)!r} holds no readable images with suffixes {sorted(IMAGE_SUFFIXES)}")
+    return np.stack(images), np.asarray(labels, np.int64), classes
+
+
 def load_image_folder(root: str | Path, size: int, exclude: tuple[str, ...] = NOT_CLASSES) -> LabelledImages:
     """One sub-folder per class; images read as grey and resized to ``size`` x ``size``.
 
@@ -82,39 +121,18 @@ def load_image_folder(root: str | Path, size: int, exclude: tuple[str, ...] = NO
     from skimage.io import imread
     from skimage.transform import resize
 
-    root = Path(root)
-    if not root.is_dir():
-        raise InputError(f"image-folder root {str(root)!r} is not a directory; expected one sub-folder per class")
-    found = sorted(p.name for p in root.iterdir() if p.is_dir())
-    left_out = [name for name in found if name in exclude]
-    if left_out:
-        warnings.warn(f"image-folder {root}: class folder(s) {', '.join(left_out)} left out (exclude_classes)", stacklevel=2)
-    classes = [name for name in found if name not in exclude]
-    if len(classes) < 2:
-        raise InputError(f"image-folder {str(root)!r} needs at least 2 class sub-folders; found {len(classes)}")
-    images, labels, bad = [], [], []
-    for label, name in enumerate(classes):
-        for path in sorted((root / name).iterdir()):
-            if path.suffix.lower() not in IMAGE_SUFFIXES:
-                continue
-            try:
-                img = np.asarray(imread(path), dtype=np.float64)
-            except Exception as exc:  # noqa: BLE001 -- any decoder failure means "unreadable"
-                bad.append(f"{name}/{path.name} ({unreadable_reason(path, exc)})")
-                continue
-            if img.ndim == 3 and img.shape[-1] == 4:
-                img = rgba2rgb(img / (255.0 if img.max() > 1 else 1.0))
-            if img.ndim == 3:
-                img = rgb2gray(img / (255.0 if img.max() > 1 else 1.0))
-            elif img.max() > 1:
-                img = img / 255.0
-            images.append(resize(img, (size, size), anti_aliasing=True))
-            labels.append(label)
-    if bad:
-        warnings.warn(f"skipped {len(bad)} unreadable image file(s) in {root}: {', '.join(bad)}", stacklevel=2)
-    if not images:
-        raise InputError(f"image-folder {str(root)!r} holds no readable images with suffixes {sorted(IMAGE_SUFFIXES)}")
-    return LabelledImages(np.stack(images), np.asarray(labels, np.int64), classes)
+    def read(path: Path) -> np.ndarray:
+        img = np.asarray(imread(path), dtype=np.float64)
+        if img.ndim == 3 and img.shape[-1] == 4:
+            img = rgba2rgb(img / (255.0 if img.max() > 1 else 1.0))
+        if img.ndim == 3:
+            img = rgb2gray(img / (255.0 if img.max() > 1 else 1.0))
+        elif img.max() > 1:
+            img = img / 255.0
+        return resize(img, (size, size), anti_aliasing=True)
+
+    images, labels, classes = read_class_folders(root, read, "image-folder", exclude)
+    return LabelledImages(images, labels, classes)
 
 
 def _stratified_take(labels: np.ndarray, fraction: float, rng: np.random.Generator) -> np.ndarray:

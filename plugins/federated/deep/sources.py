@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import pickle
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -30,10 +29,9 @@ from typing import Any, Literal
 import numpy as np
 
 from vispriv.harness.data.bundled import BUNDLED_SOURCES, grid_crops, square_resize, to_rgb_float
-from vispriv.harness.data.image_folder import unreadable_reason
 from vispriv.harness.errors import ConfigError, InputError
 from vispriv.harness.payloads import Images
-from vispriv.plugins.federated.data import IMAGE_SUFFIXES, NOT_CLASSES
+from vispriv.plugins.federated.data import read_class_folders
 
 
 @dataclass
@@ -355,33 +353,10 @@ def load_colour_folder(root: str | Path, size: int) -> ColourImages:
     from skimage.transform import resize
 
     _check_size(size)
-    root = Path(root).expanduser()
-    if not root.is_dir():
-        raise InputError(f"colour image folder {str(root)!r} is not a directory; expected one sub-folder per class")
-    found = sorted(p.name for p in root.iterdir() if p.is_dir())
-    left_out = [name for name in found if name in NOT_CLASSES]
-    if left_out:
-        warnings.warn(f"image folder {root}: class folder(s) {', '.join(left_out)} left out (not classes)", stacklevel=2)
-    classes = [name for name in found if name not in NOT_CLASSES]
-    if len(classes) < 2:
-        raise InputError(f"colour image folder {str(root)!r} needs at least 2 class sub-folders; found {len(classes)}")
-    images, labels, bad = [], [], []
-    for label, name in enumerate(classes):
-        for path in sorted((root / name).iterdir()):
-            if not path.is_file() or path.suffix.lower() not in IMAGE_SUFFIXES:
-                continue
-            try:
-                rgb = _read_rgb(path)
-            except Exception as exc:  # noqa: BLE001 -- any decoder failure means "unreadable"
-                bad.append(f"{name}/{path.name} ({unreadable_reason(path, exc)})")
-                continue
-            small = resize(rgb, (size, size, 3), anti_aliasing=True)
-            images.append(np.clip(small, 0.0, 1.0).astype(np.float32))
-            labels.append(label)
-    if bad:
-        warnings.warn(f"skipped {len(bad)} unreadable image file(s) in {root}: {', '.join(bad)}", stacklevel=2)
-    if not images:
-        raise InputError(
-            f"colour image folder {str(root)!r} holds no readable images with suffixes {sorted(IMAGE_SUFFIXES)}"
-        )
-    return ColourImages(np.stack(images), np.asarray(labels, np.int64), classes)
+
+    def read(path: Path) -> np.ndarray:
+        small = resize(_read_rgb(path), (size, size, 3), anti_aliasing=True)
+        return np.clip(small, 0.0, 1.0).astype(np.float32)
+
+    images, labels, classes = read_class_folders(root, read, "colour image folder")
+    return ColourImages(images, labels, classes)
