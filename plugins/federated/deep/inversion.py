@@ -194,15 +194,15 @@ def _search(
     ig = settings.method == "inverting-gradients"
     distance = cosine_distance if ig else l2_distance
     normaliser = getattr(model, "std", None)
+    # TV on the normalised image, as the authors' code regularises the network's input.
+    tv_scale = float(normaliser.mean()) if isinstance(normaliser, torch.Tensor) else 1.0
+    leaves = {k: p.requires_grad_(True) for k, p in params.items()}
 
     def objective() -> torch.Tensor:
         y = torch.softmax(z, dim=-1) if z is not None else fixed_labels
-        simulated = simulate_update(model, {k: p.requires_grad_(True) for k, p in params.items()}, x, y, work, create_graph=True)
-        loss = distance(simulated, target)
+        loss = distance(simulate_update(model, leaves, x, y, work, create_graph=True), target)
         if settings.tv > 0:
-            # TV on the normalised image, as the authors' code regularises the network's input.
-            scale = normaliser.mean() if isinstance(normaliser, torch.Tensor) else 1.0
-            loss = loss + settings.tv * total_variation(x) / scale
+            loss = loss + settings.tv * total_variation(x) / tv_scale
         return loss
 
     evaluations = 0
