@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -30,6 +31,11 @@ def toy_config(**overrides) -> dict:
     }
     config.update(overrides)
     return config
+
+
+def placeholder_roots(path: Path) -> list[tuple[str, str]]:
+    """The placeholder folders of a shipped example: ``(key, /path/to/...)`` of each ``*root:`` line."""
+    return re.findall(r"^\s+(\w*root): (/path/to/\S+)", path.read_text(), re.MULTILINE)
 
 
 def free_port() -> int:

@@ -6,10 +6,10 @@ an empty folder) they build."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
+from core_helpers import placeholder_roots
 
 from vispriv.harness.config import load_config
 from vispriv.harness.errors import ConfigError
@@ -31,7 +31,7 @@ def registry():
 def test_shipped_example_builds_its_matrix(path: Path, registry, tmp_path: Path) -> None:
     """Every placeholder folder (``root``, and ``database_root`` / ``test_root`` of the paper
     tables' three data roles) stops the build with a config error naming it, until set."""
-    placeholders = re.findall(r"^\s+(\w*root): (/path/to/\S+)", path.read_text(), re.MULTILINE)
+    placeholders = placeholder_roots(path)
     overrides = []
     if placeholders:
         with pytest.raises(ConfigError, match=f"root: folder '{placeholders[0][1]}' does not exist"):

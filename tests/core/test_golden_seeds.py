@@ -1,0 +1,98 @@
+"""The shipped examples' cells keep their labels, hashes and seeds: a change that moves them fails here.
+
+Every example (``examples/*.yaml`` and ``examples/paper/*.yaml``) is expanded into its
+cells (no plugin runs: what ``vispriv matrix CONFIG --dry-run`` does), and each cell's
+label, hash (``--resume`` identity), stage seeds (dataset, defense, each attack stage) and
+own seed (its metrics') are compared with ``tests/golden/example_seeds.json``. A seed that
+moves changes the numbers every documented command draws, so a move must be deliberate:
+
+    VISPRIV_UPDATE_GOLDEN=1 .venv/bin/pytest -q tests/core/test_golden_seeds.py
+
+rewrites the file (the test then reports itself skipped); commit it with a CHANGELOG.md
+line saying which examples moved and why. Placeholder folders (``root: /path/to/...``) are
+set to a folder named after the key, relative to the working directory, so that the hash
+(which holds the folder's text) is the same on every machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from core_helpers import placeholder_roots
+
+from vispriv.harness.config import load_config
+from vispriv.harness.matrix import build_matrix
+from vispriv.harness.registry import Registry, load_registry
+
+ROOT = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = sorted(ROOT.rglob("*.yaml"))
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "example_seeds.json"
+UPDATE = "VISPRIV_UPDATE_GOLDEN"
+REGENERATE = f"{UPDATE}=1 .venv/bin/pytest -q tests/core/test_golden_seeds.py"
+
+
+def example_cells(path: Path, registry: Registry) -> list[dict[str, Any]]:
+    """Label, hash and seeds of every cell of one example, in the matrix's order."""
+    overrides = []
+    for key, _ in placeholder_roots(path):
+        Path(key).mkdir(exist_ok=True)
+        overrides.append(f"datasets.0.{key}={key}")
+    matrix = build_matrix(load_config(path, overrides), registry)
+    return [
+        {"label": cell.label, "hash": cell.hash, "stage_seeds": cell.stage_seeds(), "seed": cell.seed}
+        for cell in matrix.cells
+    ]
+
+
+def _dump(examples: dict[str, list[dict[str, Any]]]) -> str:
+    """JSON with one cell a line, so that a diff of the file names the cells that moved."""
+    blocks = []
+    for name, cells in examples.items():
+        rows = ",\n".join(f"  {json.dumps(cell)}" for cell in cells)
+        blocks.append(f" {json.dumps(name)}: [\n{rows}\n ]")
+    return "{\n" + ",\n".join(blocks) + "\n}\n"
+
+
+def _moved(name: str, want: list[dict[str, Any]], got: list[dict[str, Any]]) -> str:
+    """One line per cell of ``name`` that differs (or is new, or gone), naming what moved."""
+    lines = []
+    for i in range(max(len(want), len(got))):
+        old = want[i] if i < len(want) else None
+        new = got[i] if i < len(got) else None
+        if old == new:
+            continue
+        if old is None or new is None:
+            cell = (new or old or {}).get("label", "")
+            lines.append(f"{name} cell {i} {'new' if old is None else 'gone'}: {cell}")
+            continue
+        fields = ", ".join(k for k in ("label", "hash", "stage_seeds", "seed") if old.get(k) != new.get(k))
+        lines.append(f"{name} cell {i} ({old['label']}) moved: {fields}")
+    return "\n".join(lines)
+
+
+def test_shipped_examples_keep_their_cells_and_seeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("VISPRIV_PLUGINS", raising=False)  # every built-in plugin, as a user has them
+    registry = load_registry(strict=True)
+    got = {str(p.relative_to(ROOT)): example_cells(p, registry) for p in EXAMPLES}
+    if os.environ.get(UPDATE):
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(_dump(got))
+        pytest.skip(f"rewrote {GOLDEN.name} ({sum(map(len, got.values()))} cells)")
+    want = json.loads(GOLDEN.read_text())
+    moved = [line for name in sorted(set(want) | set(got)) if (line := _moved(name, want.get(name, []), got.get(name, [])))]
+    assert not moved, (
+        "shipped examples' cells moved (a seed that moves changes every documented number):\n"
+        + "\n".join(moved)
+        + f"\nif deliberate, regenerate with `{REGENERATE}` and add a CHANGELOG.md line"
+    )
+
+
+def test_the_golden_file_covers_every_shipped_example() -> None:
+    """A new example gets its cells pinned too (regenerate to add it)."""
+    want = json.loads(GOLDEN.read_text())
+    assert sorted(want) == sorted(str(p.relative_to(ROOT)) for p in EXAMPLES), f"regenerate with `{REGENERATE}`"
