@@ -9,7 +9,17 @@ from vispriv.harness.context import CellContext
 from vispriv.harness.errors import ConfigError, PluginError, VisprivError
 from vispriv.harness.hookspecs import hookimpl
 from vispriv.harness.payloads import Images, Labels, Payload, Rankings, Scene
-from vispriv.harness.plugin import Attack, AttackResult, Dataset, Defense, FolderPath, Metric, PluginConfig, Protected
+from vispriv.harness.plugin import (
+    Attack,
+    AttackResult,
+    Dataset,
+    Defense,
+    FolderPath,
+    Metric,
+    PluginConfig,
+    Protected,
+    UtilityOnly,
+)
 
 __all__ = [
     "Attack",
@@ -29,6 +39,7 @@ __all__ = [
     "Protected",
     "Rankings",
     "Scene",
+    "UtilityOnly",
     "VisprivError",
     "hookimpl",
 ]

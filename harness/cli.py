@@ -101,18 +101,25 @@ def _plugin_page(info: dict) -> str:  # type: ignore[type-arg]
     if not params:
         return "\n".join([*head, "parameters: none"])
     table = _text_table(["PARAMETER", "TYPE", "DEFAULT", "BOUNDS", "DESCRIPTION"], params)
+    if any(f["utility_only"] for f in info["config"]):
+        table += f"\n\n{UTILITY_ONLY_MARK} read only by the utility evaluation or the report: never enters a seed"
     return "\n".join([*head, table])
+
+
+#: Leads the description of a utility-only parameter in ``vispriv plugins NAME``.
+UTILITY_ONLY_MARK = "[utility only]"
 
 
 def _schema_rows(schema: list, prefix: str = "") -> list[list[str]]:  # type: ignore[type-arg]
     rows = []
     for f in schema:
         default = "required" if f["required"] else json.dumps(f["default"])
+        description = f"{UTILITY_ONLY_MARK} {f['description']}".rstrip() if f["utility_only"] else f["description"]
         if "fields" in f:
-            rows.append([prefix + f["name"], f["type"], "(below)", f["bounds"], f["description"]])
+            rows.append([prefix + f["name"], f["type"], "(below)", f["bounds"], description])
             rows.extend(_schema_rows(f["fields"], prefix + f["name"] + "."))
         else:
-            rows.append([prefix + f["name"], f["type"], default, f["bounds"], f["description"]])
+            rows.append([prefix + f["name"], f["type"], default, f["bounds"], description])
     return rows
 
 

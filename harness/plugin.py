@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic.fields import FieldInfo
 
 from vispriv.harness.payloads import Payload, Scene
 
@@ -48,6 +49,27 @@ def _existing_folder(root: str) -> str:
 #: folder is then one config error before the parent run exists, not a failed cell per pair.
 #: The empty string means "not set"; a plugin that needs the folder says so when it runs.
 FolderPath = Annotated[str, AfterValidator(_existing_folder)]
+
+
+class _UtilityOnlyMark:
+    """The type of :data:`UtilityOnly` (one instance; a marker, no behaviour)."""
+
+    def __repr__(self) -> str:
+        return "UtilityOnly"
+
+
+#: Marks a setting that only the plugin's utility evaluation or the report reads, never what
+#: an attack receives (a defense's ``matching``: ``Annotated[MatchingConfig, UtilityOnly]``).
+#: Such a setting never enters a seed (:mod:`~vispriv.harness.seeds`), so sweeping it leaves
+#: the release and every attack's draws as they were; it still enters the cell's hash
+#: (``--resume``), and ``vispriv plugins NAME`` marks it "utility only". Mark a field only when
+#: its value provably cannot change the release, the truth or the public knowledge.
+UtilityOnly = _UtilityOnlyMark()
+
+
+def is_utility_only(field: FieldInfo) -> bool:
+    """Whether a config field is marked :data:`UtilityOnly`."""
+    return any(m is UtilityOnly for m in field.metadata)
 
 
 class _Plugin:

@@ -1,7 +1,9 @@
 """A plugin's configuration schema, read off its pydantic ``Config`` (``vispriv plugins NAME``).
 
 Each field becomes one JSON-friendly row: name, type, default (or ``required``), bounds,
-allowed values and description. Bounds come from the field's ``annotated_types``
+allowed values, description, and whether it is utility-only (marked
+:data:`~vispriv.harness.plugin.UtilityOnly`, or inside such a nested config: read only by the
+utility evaluation or the report, so it never enters a seed). Bounds come from the field's ``annotated_types``
 constraints (``Field(ge=..., lt=...)``); allowed values from ``Literal`` annotations;
 descriptions from ``Field(description=...)``. A nested config model (e.g. a defense's
 ``matching``) lists its own fields under ``fields``.
@@ -18,16 +20,19 @@ import annotated_types
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from vispriv.harness.plugin import is_utility_only
+
 _BOUNDS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<", "multiple_of": "multiple of", "min_length": "min length",
            "max_length": "max length"}
 
 
-def config_schema(model: type[BaseModel]) -> list[dict[str, Any]]:
-    """One row per field of ``model`` (see the module docstring)."""
-    return [_field_row(name, info) for name, info in model.model_fields.items()]
+def config_schema(model: type[BaseModel], utility_only: bool = False) -> list[dict[str, Any]]:
+    """One row per field of ``model`` (see the module docstring); ``utility_only``: the model is such a setting."""
+    return [_field_row(name, info, utility_only) for name, info in model.model_fields.items()]
 
 
-def _field_row(name: str, info: FieldInfo) -> dict[str, Any]:
+def _field_row(name: str, info: FieldInfo, inherited: bool) -> dict[str, Any]:
+    utility_only = inherited or is_utility_only(info)
     row: dict[str, Any] = {
         "name": name,
         "type": type_label(info.annotation),
@@ -36,10 +41,11 @@ def _field_row(name: str, info: FieldInfo) -> dict[str, Any]:
         "bounds": _bounds(info),
         "choices": _choices(info.annotation),
         "description": info.description or "",
+        "utility_only": utility_only,
     }
     nested = _nested_model(info.annotation)
     if nested is not None:
-        row["fields"] = config_schema(nested)
+        row["fields"] = config_schema(nested, utility_only)
     return row
 
 
