@@ -13,12 +13,12 @@ views), ``database_size`` centroids split into 16 contiguous sub-databases; it i
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
 
-from vispriv.harness import CellContext, Defense, Images, PluginConfig, Protected
+from vispriv.harness import CellContext, Defense, Images, PluginConfig, Protected, UtilityOnly
 from vispriv.harness.errors import ConfigError
 from vispriv.plugins.descriptor_release.datasets import SCENARIO, scene_public
 from vispriv.plugins.descriptor_release.dictionary import KmeansMethod, build_dictionary, kmeans_method_field
@@ -40,8 +40,8 @@ class AffineLifting(Defense):
         kmeans_niter: int = Field(20, ge=1)
         kmeans_method: KmeansMethod = kmeans_method_field()
         publish_database: bool = True
-        utility: bool = True
-        matching: MatchingConfig = MatchingConfig(stereo=True)
+        utility: Annotated[bool, UtilityOnly] = True
+        matching: Annotated[MatchingConfig, UtilityOnly] = MatchingConfig(stereo=True)
 
         @model_validator(mode="after")
         def _fits(self) -> AffineLifting.Config:

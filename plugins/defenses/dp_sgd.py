@@ -17,12 +17,12 @@ DP with respect to that user's data).
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 from pydantic import Field
 
-from vispriv.harness import CellContext, Defense, PluginConfig, Protected
+from vispriv.harness import CellContext, Defense, PluginConfig, Protected, UtilityOnly
 from vispriv.plugins.federated.deep.outcome import deep_plaintext_protected
 from vispriv.plugins.federated.deep.payloads import DeepFederatedData, DeepPlaintextUpdates, require_deep_public
 
@@ -36,8 +36,10 @@ if TYPE_CHECKING:  # torch is imported where it is used, so listing plugins stay
 class DpSgdConfig(PluginConfig):
     noise_multiplier: float = Field(1.0, ge=0, description="sigma: noise std in units of the clipping norm")
     max_grad_norm: float = Field(1.0, gt=0, description="C: per-example gradient clipping norm")
-    delta: float = Field(1e-5, gt=0, lt=1, description="delta at which epsilon is reported")
-    rounds: int = Field(10, ge=1, le=10_000, description="federated rounds run to measure the test accuracy")
+    delta: Annotated[float, UtilityOnly] = Field(1e-5, gt=0, lt=1, description="delta at which epsilon is reported")
+    rounds: Annotated[int, UtilityOnly] = Field(
+        10, ge=1, le=10_000, description="federated rounds run to measure the test accuracy and epsilon (the attacks see round 0)"
+    )
 
 
 def private_gradient(model: nn.Module, params: dict[str, torch.Tensor], images: torch.Tensor, labels: torch.Tensor,

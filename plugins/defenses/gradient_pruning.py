@@ -10,17 +10,21 @@ aggregator sees every pruned update in plaintext.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import numpy as np
 from pydantic import Field
 
-from vispriv.harness import CellContext, Defense, PluginConfig, Protected
+from vispriv.harness import CellContext, Defense, PluginConfig, Protected, UtilityOnly
 from vispriv.plugins.federated.deep.outcome import deep_plaintext_protected
 from vispriv.plugins.federated.deep.payloads import DeepFederatedData, DeepPlaintextUpdates
 
 
 class GradientPruningConfig(PluginConfig):
     prune: float = Field(0.9, ge=0, lt=1, description="fraction of each update's entries set to zero (smallest |value| first)")
-    rounds: int = Field(10, ge=1, le=10_000, description="federated rounds run to measure the test accuracy")
+    rounds: Annotated[int, UtilityOnly] = Field(
+        10, ge=1, le=10_000, description="federated rounds run to measure the test accuracy (the attacks see round 0)"
+    )
 
 
 def prune_smallest(update: np.ndarray, fraction: float) -> np.ndarray:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from vispriv.harness import CellContext, Defense, Images, PluginConfig, Protected
+from typing import Annotated
+
+from vispriv.harness import CellContext, Defense, Images, PluginConfig, Protected, UtilityOnly
 from vispriv.plugins.descriptor_release.datasets import SCENARIO, scene_public
 from vispriv.plugins.descriptor_release.matching import MatchingConfig, evaluate_utility, utility_directions
 from vispriv.plugins.descriptor_release.payloads import RawFeatures
@@ -13,8 +15,8 @@ class RawFeaturesRelease(Defense):
     """No defense: keypoints and plain L2 SIFT descriptors are sent as they are (Table 1's "Raw")."""
 
     class Config(PluginConfig):
-        utility: bool = True
-        matching: MatchingConfig = MatchingConfig()
+        utility: Annotated[bool, UtilityOnly] = True
+        matching: Annotated[MatchingConfig, UtilityOnly] = MatchingConfig()
 
     name = "none"
     version = "1.0"

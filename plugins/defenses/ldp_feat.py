@@ -18,12 +18,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
 
-from vispriv.harness import CellContext, Defense, Images, Payload, PluginConfig, Protected
+from vispriv.harness import CellContext, Defense, Images, Payload, PluginConfig, Protected, UtilityOnly
 from vispriv.harness.errors import InputError
 from vispriv.plugins.descriptor_release import ldp
 from vispriv.plugins.descriptor_release.config import scene_sift
@@ -64,10 +64,12 @@ class LdpFeatConfig(PluginConfig):
         None, description="SIFT of the private and dictionary photos; None = the scene's (DescriptorPublic.sift), "
         "as affine lifting and every attacker use",
     )
-    audit_trials: int = Field(200_000, ge=0, description="releases per input of the privacy audit; 0 = off")
-    audit_confidence: float = Field(0.95, ge=0.5, lt=1.0)
-    utility: bool = Field(True, description="run the matching + RANSAC utility evaluator")
-    matching: MatchingConfig = MatchingConfig()
+    audit_trials: Annotated[int, UtilityOnly] = Field(
+        200_000, ge=0, description="releases per input of the privacy audit; 0 = off"
+    )
+    audit_confidence: Annotated[float, UtilityOnly] = Field(0.95, ge=0.5, lt=1.0)
+    utility: Annotated[bool, UtilityOnly] = Field(True, description="run the matching + RANSAC utility evaluator")
+    matching: Annotated[MatchingConfig, UtilityOnly] = MatchingConfig()
 
     @model_validator(mode="after")
     def _check(self) -> LdpFeatConfig:

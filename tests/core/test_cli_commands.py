@@ -42,8 +42,21 @@ def test_plugins_json_carries_the_schema(run_cli):
     plugins = {(p["kind"], p["name"]): p for p in json.loads(out.stdout)["plugins"]}
     (block,) = plugins[("defense", "pixelate")]["config"]
     assert block == {"name": "block", "type": "int", "default": 4, "required": False, "bounds": ">= 1",
-                     "choices": [], "description": ""}
+                     "choices": [], "description": "", "utility_only": False}
     assert plugins[("attack", "as-released")]["config"] == []
+
+
+def test_plugins_name_marks_the_utility_only_settings(run_cli):
+    """A setting only the utility evaluation reads (it never enters a seed) says so, nested fields too."""
+    out = run_cli("plugins", "affine-lifting", env={"VISPRIV_PLUGINS": "metrics,descriptor-release"})
+    assert out.returncode == 0, out.stderr
+    rows = {line.split()[0]: line for line in out.stdout.splitlines() if line and not line.startswith("PARAMETER")}
+    assert "[utility only]" in rows["matching"] and "[utility only]" in rows["matching.ratio"]
+    assert "[utility only]" in rows["utility"]
+    assert "[utility only]" not in rows["m"] and "[utility only]" not in rows["mode"]
+    assert "[utility only] read only by the utility evaluation or the report: never enters a seed" in out.stdout
+    plain = run_cli("plugins", "pixelate", env=BUILTINS)
+    assert "utility only" not in plain.stdout
 
 
 def test_plugins_unknown_name_is_one_line(run_cli):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from core_helpers import toy_config
 from pydantic import Field
 
-from vispriv.harness import FolderPath, PluginConfig
+from vispriv.harness import FolderPath, PluginConfig, UtilityOnly
 from vispriv.harness.config import validate_config
 from vispriv.harness.matrix import Stage, build_matrix
 from vispriv.harness.seeds import chain_seeds, seed_identity, stage_seed_key
@@ -36,6 +38,20 @@ def test_identity_holds_only_changed_values_and_no_folders(tmp_path):
     assert seed_identity(Before(k=4, inner=Inner(sigma=0.1), root=str(tmp_path / "a"))) == {"k": 4, "inner": {"sigma": 0.1}}
     assert seed_identity(Before(k=4)) == seed_identity(After(k=4))
     assert seed_identity(After(k=4, new_flag=True)) == {"k": 4, "new_flag": True}
+
+
+class Evaluated(PluginConfig):
+    """A release setting ``k`` and two settings only a utility evaluation reads."""
+
+    k: int = 3
+    ratio: Annotated[float, UtilityOnly] = Field(0.8, gt=0)
+    matching: Annotated[Inner, UtilityOnly] = Inner()
+
+
+def test_identity_leaves_out_utility_only_settings():
+    assert seed_identity(Evaluated(ratio=0.7, matching=Inner(sigma=0.1))) == {}
+    assert seed_identity(Evaluated(k=4, ratio=0.9)) == {"k": 4}
+    assert Evaluated(ratio=0.7).model_dump() != Evaluated(ratio=0.9).model_dump()  # the cell hash still sees it
 
 
 def test_chain_seeds_depend_on_earlier_stages_and_matrix_seed():
