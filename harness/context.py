@@ -11,6 +11,7 @@ import numpy as np
 
 from vispriv.harness.cache import Cache
 from vispriv.harness.hashing import derive_seed
+from vispriv.harness.heartbeat import Heartbeat
 
 T = TypeVar("T")
 
@@ -32,6 +33,9 @@ class CellContext:
     quiet: bool = False
     device: str = "cpu"
     options: dict[str, Any] = field(default_factory=dict)
+    #: Print a :class:`~vispriv.harness.heartbeat.Heartbeat` line every 30 s of a long stage
+    #: (set where bars are off only because stderr is no terminal, not by ``--quiet``).
+    heartbeat: bool = False
 
     def rng(self, *purpose: Any) -> np.random.Generator:
         """A numpy generator seeded by this context's seed and a purpose label."""
@@ -50,6 +54,7 @@ class CellContext:
             quiet=self.quiet,
             device=self.device,
             options=self.options,
+            heartbeat=self.heartbeat,
         )
 
     def artifact(self, name: str) -> Path:
@@ -60,10 +65,21 @@ class CellContext:
         return self.artifact_dir / name
 
     def progress(self, iterable: Iterable[T], desc: str = "", total: int | None = None) -> Iterator[T]:
-        """Wrap ``iterable`` in a progress bar unless the matrix runs ``--quiet``."""
+        """Wrap ``iterable`` in a progress bar unless the matrix runs ``--quiet``.
+
+        Off a terminal (no bar) with :attr:`heartbeat` set, a line every 30 s instead.
+        """
         if self.quiet:
-            yield from iterable
+            beat = self.heartbeat_for(desc, total)
+            for step, item in enumerate(iterable):
+                yield item
+                if beat is not None:
+                    beat.tick(step + 1)
             return
         from tqdm.auto import tqdm
 
         yield from tqdm(iterable, desc=desc, total=total, leave=False, dynamic_ncols=True)
+
+    def heartbeat_for(self, stage: str, total: int | None = None) -> Heartbeat | None:
+        """A heartbeat for a long stage of this cell, or None where bars or ``--quiet`` rule."""
+        return Heartbeat(stage, total) if self.heartbeat and self.quiet else None

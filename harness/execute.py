@@ -101,8 +101,11 @@ def run_cell(cell: Cell, cache_dir: str | None, artifact_dir: str, quiet: bool =
     art.mkdir(parents=True, exist_ok=True)
     # In-cell bars (tqdm, Lightning's) only where they can redraw in place: a log file or a
     # pipe (CI, SLURM, nohup) would keep every redraw.
+    # There a long stage prints a heartbeat line every 30 s instead, unless the user asked --quiet.
+    heartbeat = not quiet and not stderr_is_terminal()
     quiet = quiet or not stderr_is_terminal()
-    base = CellContext(seed=cell.seed, cache=Cache(cache_dir), artifact_dir=art, quiet=quiet, device=cell.device)
+    base = CellContext(seed=cell.seed, cache=Cache(cache_dir), artifact_dir=art, quiet=quiet, device=cell.device,
+                       heartbeat=heartbeat)
     try:
         metrics, directions, warning = _run(cell, base)
         status, error, tb = "FINISHED", "", ""

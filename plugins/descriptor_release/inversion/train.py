@@ -26,6 +26,7 @@ import torch
 from vispriv.harness import CellContext, Images
 from vispriv.harness.errors import InputError
 from vispriv.harness.hashing import derive_seed, fingerprint
+from vispriv.harness.heartbeat import Heartbeat
 from vispriv.plugins.descriptor_release.inversion.config import InversionConfig
 from vispriv.plugins.descriptor_release.inversion.data import CropDataset, collate
 from vispriv.plugins.descriptor_release.inversion.featuremap import SparseFeatures, flat_pixel_index
@@ -75,6 +76,16 @@ def _net_from(source: str | Path | IO[bytes]) -> SparseUNet:
     return net.eval()
 
 
+class _HeartbeatCallback(L.Callback):
+    """Ticks a :class:`~vispriv.harness.heartbeat.Heartbeat` after every training step (off a terminal)."""
+
+    def __init__(self, beat: Heartbeat) -> None:
+        self.beat = beat
+
+    def on_train_batch_end(self, trainer: L.Trainer, *_: Any) -> None:
+        self.beat.tick(trainer.global_step)
+
+
 def _fit(sets: list[tuple[Images, SparseFeatures]], out_channels: int, cfg: InversionConfig, ctx: CellContext) -> tuple[InversionModule, L.Trainer, dict[str, Any]]:
     seed = derive_seed(cfg.seed, "inversion-train")
     torch.manual_seed(seed)
@@ -105,6 +116,7 @@ def _fit(sets: list[tuple[Images, SparseFeatures]], out_channels: int, cfg: Inve
         enable_model_summary=False,
         enable_progress_bar=not ctx.quiet,
         num_sanity_val_steps=0,
+        callbacks=[_HeartbeatCallback(beat)] if (beat := ctx.heartbeat_for("inversion training", cfg.steps)) else [],
     )
     start = time.perf_counter()
     with warnings.catch_warnings():

@@ -1,0 +1,51 @@
+"""Off a terminal a long stage prints a line at least every 30 s: stage, step, elapsed, estimated remaining."""
+
+from __future__ import annotations
+
+import io
+
+from vispriv.harness import CellContext
+from vispriv.harness.heartbeat import Heartbeat
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_line_per_interval_with_elapsed_and_remaining():
+    clock, out = Clock(), io.StringIO()
+    beat = Heartbeat("training", total=100, interval=30.0, stream=out, clock=clock)
+    clock.now = 10.0
+    beat.tick(5)
+    assert out.getvalue() == ""  # not yet due
+    clock.now = 31.0
+    beat.tick(25)
+    clock.now = 45.0
+    beat.tick(40)  # 14 s after the last line: nothing
+    clock.now = 62.0
+    beat.tick(50)
+    assert out.getvalue().splitlines() == [
+        "[training] step 25/100, 31 s elapsed, ~93 s left",
+        "[training] step 50/100, 62 s elapsed, ~62 s left",
+    ]
+
+
+def test_unknown_total_gives_no_estimate():
+    assert Heartbeat("rounds").line(3, 40.0) == "[rounds] step 3, 40 s elapsed"
+
+
+def test_progress_beats_only_off_a_terminal_and_never_under_quiet(capsys, monkeypatch):
+    monkeypatch.setattr("vispriv.harness.heartbeat.INTERVAL", 0.0)
+    off_terminal = CellContext(quiet=True, heartbeat=True)
+    assert list(off_terminal.with_seed(3).progress(range(3), desc="album pruning", total=3)) == [0, 1, 2]
+    lines = capsys.readouterr().err.splitlines()
+    assert lines and lines[0].startswith("[album pruning] step 1/3,") and "s elapsed" in lines[0]
+    quiet = CellContext(quiet=True, heartbeat=False)
+    assert list(quiet.progress(range(3), desc="album pruning", total=3)) == [0, 1, 2]
+    assert capsys.readouterr().err == ""
