@@ -121,9 +121,11 @@ class Cell:
 
     @property
     def hash(self) -> str:
-        """Content hash of everything that determines the cell's result."""
+        """Content hash of everything that determines the cell's result: every stage's config and
+        version, the metrics, and the seeds drawn from them (so a change of how seeds derive, which
+        moves the numbers, is never taken for a finished cell by ``--resume``)."""
         metric_keys = sorted(_metric_key(m) for m in self.metrics)
-        return stable_hash(self.attack_keys()[-1], metric_keys, self.matrix_seed)
+        return stable_hash(self.attack_keys()[-1], metric_keys, self.matrix_seed, self.seed)
 
     def _stage_seed_keys(self) -> list[list[Any]]:
         return [s.seed_key() for s in (self.dataset, self.defense, *self.attack)]

@@ -59,7 +59,7 @@ class AverageIsolation(Attack):
         lr, reg, alpha = float(proto["lr"]), float(proto["reg"]), float(proto["l1_ratio"])
         l1, l2 = reg * alpha, reg * (1 - alpha)
         n_users = release.n_users
-        prior_label = int(np.bincount(public.init_labels).argmax())
+        prior_label = public.prior_label()
         mean_feature = public.init_features.mean(axis=0)
 
         feats, labels, ids = [], [], []

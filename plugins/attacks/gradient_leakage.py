@@ -75,7 +75,7 @@ class GradientLeakage(Attack):
         alpha = cfg.l1_ratio if cfg.l1_ratio is not None else float(proto["l1_ratio"])
         l1, l2 = reg * alpha, reg * (1 - alpha)
         n_users = release.n_users
-        prior_label = int(np.bincount(public.init_labels).argmax())
+        prior_label = public.prior_label()
 
         per_user = isinstance(release, PlaintextUpdates) and cfg.view in ("auto", "per-user")
         blind = cfg.view == "per-user" and not per_user

@@ -114,7 +114,7 @@ class Prr10(Defense):
             target_ids=target_ids(1, n_users),
         )
         accuracy_curve(run, ctx)
-        utility, directions = base_utility(run)
+        utility, directions = base_utility(run, private)
         utility["test_accuracy_noise_free"] = linear.accuracy(
             np.mean(local, axis=0), private.test_features, private.test_labels
         )
@@ -177,7 +177,7 @@ class Ra12(Defense):
             updates=run.updates,
         )
         accuracy_curve(run, ctx)
-        utility, directions = base_utility(run)
+        utility, directions = base_utility(run, private)
         utility["gaussian_sigma_mean"] = float(np.mean(sigmas))
         directions["gaussian_sigma_mean"] = False
         return Protected(release, target_truth(private, run), utility, directions)

@@ -97,7 +97,7 @@ class Dphe(Defense):
             own_updates=run.updates[:, cfg.observer] if cfg.observer is not None else np.zeros((0, 0, 0)),
         )
         accuracy_curve(run, ctx)
-        utility, directions = base_utility(run)
+        utility, directions = base_utility(run, private)
         per_user_round = n_users * cfg.rounds
         utility.update(
             {

@@ -53,5 +53,5 @@ class PlainFedAvg(Defense):
             updates=run.updates,
         )
         accuracy_curve(run, ctx)
-        utility, directions = base_utility(run)
+        utility, directions = base_utility(run, private)
         return Protected(release, target_truth(private, run), utility, directions)

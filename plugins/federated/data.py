@@ -41,13 +41,22 @@ from vispriv.plugins.federated.payloads import FederatedData, FederatedPublic
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp"}
 
 
+#: Values of ``LabelledImages.roles``: a fixed split a dataset ships (CelebA's list_eval_partition.txt).
+TRAIN, INIT, TEST = 0, 1, 2
+
+
 @dataclass
 class LabelledImages:
-    """Grey images in [0, 1] (N, H, W) with integer labels and class names."""
+    """Grey images in [0, 1] (N, H, W) with integer labels (N,) or 0/1 attributes (N, L), and their names.
+
+    ``roles`` (optional, (N,) of TRAIN / INIT / TEST) is a split the data ship with; when set
+    it replaces the random test / init split of :func:`split_users`.
+    """
 
     images: np.ndarray
     labels: np.ndarray
     class_names: list[str]
+    roles: np.ndarray | None = None
 
 
 def load_digits_source() -> LabelledImages:
@@ -150,6 +159,28 @@ def _stratified_take(labels: np.ndarray, fraction: float, rng: np.random.Generat
     return mask
 
 
+def _random_take(n: int, fraction: float, rng: np.random.Generator) -> np.ndarray:
+    """A mask taking ``fraction`` of n samples (at least one, never all): the multi-label split."""
+    mask = np.zeros(n, bool)
+    if n >= 2:
+        mask[rng.permutation(n)[: min(max(1, int(round(fraction * n))), n - 1)]] = True
+    return mask
+
+
+def _test_and_init(
+    source: LabelledImages, labels: np.ndarray, test_fraction: float, init_fraction: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Test mask, init indices and training indices: the data's own split, or section 3.2's random one."""
+    if source.roles is not None:
+        roles = np.asarray(source.roles)
+        return roles == TEST, np.flatnonzero(roles == INIT), np.flatnonzero(roles == TRAIN)
+    multilabel = labels.ndim == 2
+    test = _random_take(len(labels), test_fraction, rng) if multilabel else _stratified_take(labels, test_fraction, rng)
+    rest = np.flatnonzero(~test)
+    take = _random_take(len(rest), init_fraction, rng) if multilabel else _stratified_take(labels[rest], init_fraction, rng)
+    return test, rest[take], rest[~take]
+
+
 def split_users(
     source: LabelledImages,
     n_users: int,
@@ -169,22 +200,22 @@ def split_users(
         raise InputError(f"n_users must be >= 1; got {n_users}")
     images = np.asarray(source.images, dtype=np.float64)
     labels = np.asarray(source.labels, dtype=np.int64)
-    n_classes = int(labels.max()) + 1
+    multilabel = labels.ndim == 2
+    n_classes = int(labels.shape[1]) if multilabel else int(labels.max()) + 1
     shape = (int(images.shape[1]), int(images.shape[2]))
     flat = images.reshape(len(images), -1)
 
-    test = _stratified_take(labels, test_fraction, rng)
     names = list(source.class_names) + [str(c) for c in range(len(source.class_names), n_classes)]
-    lone = [names[c] for c in range(n_classes) if np.count_nonzero(labels == c) == 1]
-    if lone:
+    lone = [] if multilabel else [names[c] for c in range(n_classes) if np.count_nonzero(labels == c) == 1]
+    if lone and source.roles is None:
         shown = ", ".join(lone[:5]) + (", ..." if len(lone) > 5 else "")
         warnings.warn(
             f"{len(lone)} class(es) with a single image ({shown}) are in training only, with no test image",
             stacklevel=2,
         )
-    rest = np.flatnonzero(~test)
-    init_local = _stratified_take(labels[rest], init_fraction, rng)
-    init, train = rest[init_local], rest[~init_local]
+    test, init, train = _test_and_init(source, labels, test_fraction, init_fraction, rng)
+    if len(init) == 0 and source.roles is not None:
+        raise InputError("the data's own split has no initialisation (validation) sample; w̄_0 needs at least one")
     if len(init) == 0:
         raise InputError(
             "no image is left for the initialisation set: every class has at most 2 images, one kept for test "
@@ -193,10 +224,10 @@ def split_users(
     train = rng.permutation(train)
     if split == "iid":
         user = np.arange(len(train)) % n_users
-    elif split == "by-class":
+    elif split == "by-class" and not multilabel:
         user = labels[train] % n_users
     else:
-        raise InputError(f"split must be 'iid' or 'by-class'; got {split!r}")
+        raise InputError(f"split must be 'iid' or 'by-class' (single-label data only); got {split!r}")
     if max_per_user is not None:
         keep = np.zeros(len(train), bool)
         for u in range(n_users):

@@ -8,6 +8,9 @@ def vispriv_register_datasets(register):
     from vispriv.plugins.federated.datasets import FederatedImages
 
     register(FederatedImages)
+    from vispriv.plugins.federated.feature_dataset import FederatedFeatures
+
+    register(FederatedFeatures)
     from vispriv.plugins.federated.face_folders import FaceFolders
 
     register(FaceFolders)

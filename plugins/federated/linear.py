@@ -56,7 +56,9 @@ def augment(x: np.ndarray) -> np.ndarray:
 
 
 def signed_targets(labels: np.ndarray, n_classes: int) -> np.ndarray:
-    """One-vs-rest targets (B, C) in {-1, +1}."""
+    """One-vs-rest targets (B, C) in {-1, +1}; multi-label 0/1 attributes (B, L) map to 2 y - 1."""
+    if labels.ndim == 2:
+        return 2.0 * labels - 1.0
     y = -np.ones((len(labels), n_classes))
     y[np.arange(len(labels)), labels] = 1.0
     return y
@@ -119,13 +121,21 @@ def train_full_batch(
     return w
 
 
-def predict(w: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Class with the highest one-vs-rest score."""
-    return np.argmax(augment(x) @ w.T, axis=1)
+def scores(w: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """One-vs-rest scores (B, C): w_c . (x, 1)."""
+    return augment(x) @ w.T
+
+
+def predict(w: np.ndarray, x: np.ndarray, multilabel: bool = False) -> np.ndarray:
+    """Class with the highest one-vs-rest score; for attributes, every row's sign (B, L) as 0/1."""
+    if multilabel:
+        return (scores(w, x) > 0).astype(np.int64)
+    return np.argmax(scores(w, x), axis=1)
 
 
 def accuracy(w: np.ndarray, x: np.ndarray, labels: np.ndarray) -> float:
-    return float(np.mean(predict(w, x) == labels)) if len(x) else float("nan")
+    """Test accuracy; for (B, L) attributes the mean over attributes of each one's accuracy (Table 3)."""
+    return float(np.mean(predict(w, x, labels.ndim == 2) == labels)) if len(x) else float("nan")
 
 
 def sparsity(w: np.ndarray) -> float:

@@ -6,6 +6,7 @@ import numpy as np
 
 from vispriv.harness import CellContext, Images, Labels
 from vispriv.harness.artifacts import save_csv
+from vispriv.plugins.federated.attribute_scores import attribute_utility
 from vispriv.plugins.federated.payloads import FederatedData
 from vispriv.plugins.federated.protocol import FederatedRun
 
@@ -17,14 +18,19 @@ def target_ids(rounds: int, n_users: int) -> list[list[str]]:
 
 def target_truth(private: FederatedData, run: FederatedRun) -> dict[str, Images | Labels]:
     """Per update: the mean image of the samples it was computed on (the sample itself for
-    one SGD step, appendix A.2.1) and their majority label."""
+    one SGD step, appendix A.2.1) and their majority label (no label truth for attributes:
+    an update does not carry one class to score)."""
     images, labels, ids = [], [], []
     for t, per_user in enumerate(run.targets):
         for n, rows in enumerate(per_user):
             images.append(private.pixels[rows].mean(axis=0))
-            labels.append(int(np.bincount(private.labels[rows]).argmax()))
+            if not private.multilabel:
+                labels.append(int(np.bincount(private.labels[rows]).argmax()))
             ids.append(f"r{t}-u{n}")
-    return {"images": Images(np.stack(images), ids), "labels": Labels(np.asarray(labels), ids)}
+    truth: dict[str, Images | Labels] = {"images": Images(np.stack(images), ids)}
+    if not private.multilabel:
+        truth["labels"] = Labels(np.asarray(labels), ids)
+    return truth
 
 
 def accuracy_curve(run: FederatedRun, ctx: CellContext) -> None:
@@ -46,7 +52,9 @@ def accuracy_curve(run: FederatedRun, ctx: CellContext) -> None:
     plt.close(fig)
 
 
-def base_utility(run: FederatedRun) -> tuple[dict[str, float], dict[str, bool]]:
+def base_utility(run: FederatedRun, private: FederatedData) -> tuple[dict[str, float], dict[str, bool]]:
+    """Test accuracy (mean over attributes for multi-label data), AP and top-k mAP of the final
+    classifier w̄_T (DPHE Tables 1, 3-5), sparsity and bytes sent."""
     utility = {
         "test_accuracy": float(run.accuracy[-1]),
         "test_accuracy_init": float(run.accuracy[0]),
@@ -59,4 +67,7 @@ def base_utility(run: FederatedRun) -> tuple[dict[str, float], dict[str, bool]]:
         "update_sparsity": True,
         "bytes_per_user_round": False,
     }
+    scores = attribute_utility(run.averages[-1], private.test_features, private.test_labels, private.labels)
+    utility.update(scores)
+    directions.update(dict.fromkeys(scores, True))
     return utility, directions

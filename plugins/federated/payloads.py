@@ -32,9 +32,23 @@ def _finite(name: str, arr: np.ndarray) -> None:
         raise InputError(f"{name} contains NaN or infinite values; expected finite numbers")
 
 
+def as_labels(labels: np.ndarray) -> np.ndarray:
+    """Class labels (N,) as int64, or multi-label attributes (N, L) of 0/1 as int64 (section 3.3)."""
+    arr = np.asarray(labels, dtype=np.int64)
+    if arr.ndim == 2:
+        if arr.size and not np.isin(arr, (0, 1)).all():
+            raise InputError("multi-label attributes must be 0/1")
+        return arr
+    return arr.reshape(-1)
+
+
 @dataclass
 class FederatedData(Payload):
-    """Private training data of N users plus a test split (features in feature space)."""
+    """Private training data of N users plus a test split (features in feature space).
+
+    ``labels`` is (N,) class labels, or (N, L) 0/1 attributes for a multi-label task (the
+    face attributes of section 3.3); then ``n_classes`` is L, one one-vs-rest row per attribute.
+    """
 
     features: np.ndarray
     labels: np.ndarray
@@ -51,10 +65,10 @@ class FederatedData(Payload):
 
     def __post_init__(self) -> None:
         self.features = np.asarray(self.features, dtype=np.float64)
-        self.labels = np.asarray(self.labels, dtype=np.int64).reshape(-1)
+        self.labels = as_labels(self.labels)
         self.user_index = np.asarray(self.user_index, dtype=np.int64).reshape(-1)
         self.test_features = np.asarray(self.test_features, dtype=np.float64)
-        self.test_labels = np.asarray(self.test_labels, dtype=np.int64).reshape(-1)
+        self.test_labels = as_labels(self.test_labels)
         self.pixels = np.asarray(self.pixels, dtype=np.float32)
         n = len(self.features)
         for name, arr in (("labels", self.labels), ("user_index", self.user_index), ("pixels", self.pixels)):
@@ -70,6 +84,11 @@ class FederatedData(Payload):
     @property
     def dim(self) -> int:
         return int(self.features.shape[1])
+
+    @property
+    def multilabel(self) -> bool:
+        """True when every sample carries L binary attributes rather than one class."""
+        return self.labels.ndim == 2
 
     def rows_of(self, user: int) -> np.ndarray:
         return np.flatnonzero(self.user_index == user)
@@ -88,7 +107,7 @@ class FederatedPublic(Payload):
 
     def __post_init__(self) -> None:
         self.init_features = np.asarray(self.init_features, dtype=np.float64)
-        self.init_labels = np.asarray(self.init_labels, dtype=np.int64).reshape(-1)
+        self.init_labels = as_labels(self.init_labels)
         self.feature_mean = np.asarray(self.feature_mean, dtype=np.float64).reshape(-1)
         self.feature_std = np.asarray(self.feature_std, dtype=np.float64).reshape(-1)
         _finite("init_features", self.init_features)
@@ -97,6 +116,12 @@ class FederatedPublic(Payload):
         """Invert the standardisation (x * std + mean), clip to [0, 1], shape (N, H, W, 1)."""
         x = np.atleast_2d(np.asarray(features, dtype=np.float64)) * self.feature_std + self.feature_mean
         return np.clip(x, 0.0, 1.0).reshape(-1, *self.image_shape, 1).astype(np.float32)
+
+    def prior_label(self) -> int:
+        """The most common public class (for a multi-label task: the most frequent attribute), the no-leak guess."""
+        if self.init_labels.ndim == 2:
+            return int(self.init_labels.sum(axis=0).argmax())
+        return int(np.bincount(self.init_labels).argmax())
 
     def mean_image(self) -> np.ndarray:
         """The mean initialisation image in pixels, shape (H, W, 1): the no-leak baseline."""

@@ -38,6 +38,12 @@ def placeholder_roots(path: Path) -> list[tuple[str, str]]:
     return re.findall(r"^\s+(\w*root): (/path/to/\S+)", path.read_text(), re.MULTILINE)
 
 
+def placeholder_files(path: Path) -> list[tuple[str, str]]:
+    """The placeholder files of a shipped example: ``(key, /path/to/...)`` of each ``features:``,
+    ``attributes:`` or ``partition:`` line (the deep-feature inputs)."""
+    return re.findall(r"^\s+(features|attributes|partition): (/path/to/\S+)", path.read_text(), re.MULTILINE)
+
+
 def free_port() -> int:
     """A TCP port of the loopback that nothing listens on (right now)."""
     with socket.socket() as sock:

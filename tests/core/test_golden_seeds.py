@@ -18,11 +18,16 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from core_helpers import placeholder_roots
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "datasets"))  # the native-layout writers
+from core_helpers import placeholder_files, placeholder_roots
+from dataset_layouts import write_celeba_layout, write_feature_file
 
 from vispriv.harness.config import load_config
 from vispriv.harness.matrix import build_matrix
@@ -35,12 +40,26 @@ UPDATE = "VISPRIV_UPDATE_GOLDEN"
 REGENERATE = f"{UPDATE}=1 .venv/bin/pytest -q tests/core/test_golden_seeds.py"
 
 
+#: Fixture files of the examples whose inputs are files (deep features), written under the
+#: working directory by the native-layout writers of tests/datasets and named relatively.
+FILE_FIXTURES: dict[str, Callable[[], dict[str, Path]]] = {
+    "dphe_table1_features": lambda: {"features": write_feature_file(Path("table1.npz"), classes=3)},
+    "dphe_table3_celeba": lambda: write_celeba_layout(Path("celeba")),
+    "dphe_table4_sensitive_places": lambda: {"features": write_feature_file(Path("table4.npz"), attributes=1)},
+    "dphe_table5_video_attributes": lambda: {"features": write_feature_file(Path("table5.npz"), attributes=12)},
+}
+
+
 def example_cells(path: Path, registry: Registry) -> list[dict[str, Any]]:
     """Label, hash and seeds of every cell of one example, in the matrix's order."""
     overrides = []
     for key, _ in placeholder_roots(path):
         Path(key).mkdir(exist_ok=True)
         overrides.append(f"datasets.0.{key}={key}")
+    if placeholder_files(path):
+        if path.stem not in FILE_FIXTURES:
+            pytest.fail(f"{path.name} reads placeholder files: add a fixture writer to FILE_FIXTURES")
+        overrides += [f"datasets.0.{key}={file}" for key, file in FILE_FIXTURES[path.stem]().items()]
     matrix = build_matrix(load_config(path, overrides), registry)
     return [
         {"label": cell.label, "hash": cell.hash, "stage_seeds": cell.stage_seeds(), "seed": cell.seed}

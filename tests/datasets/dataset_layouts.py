@@ -151,3 +151,36 @@ def write_caltech101(root: Path, classes: int = 3, per_class: int = 4, side: int
         for i in range(per_class):
             save(base[12 * i : 12 * i + side, 9 * i : 9 * i + side], root / name / f"image_{i + 1:04d}.jpg")
     return root
+
+
+def _features_for(labels: np.ndarray, dim: int, rng: np.random.Generator) -> np.ndarray:
+    """Features that carry the labels linearly, plus noise (what a network's outputs look like to a linear model)."""
+    onehot = labels if labels.ndim == 2 else np.eye(int(labels.max()) + 1)[labels]
+    return onehot @ rng.normal(size=(onehot.shape[1], dim)) + 0.5 * rng.normal(size=(len(labels), dim))
+
+
+def write_feature_file(path: Path, n: int = 60, dim: int = 8, classes: int = 0, attributes: int = 0) -> Path:
+    """The feature-file layout: an .npz of features (N x D), ids and labels ((N,) classes or (N, L) 0/1)."""
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, classes, n) if classes else (rng.random((n, attributes)) < 0.3).astype(np.int64)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, features=_features_for(labels, dim, rng).astype(np.float32),
+             ids=np.array([f"img_{i:05d}.jpg" for i in range(n)]), labels=labels)
+    return path
+
+
+def write_celeba_layout(root: Path, n: int = 48, dim: int = 8, attributes: int = 5) -> dict[str, Path]:
+    """CelebA's list_attr_celeba.txt (count, names, ``<id> +-1 ...``) and list_eval_partition.txt, and a
+    feature file keyed by those image ids."""
+    rng = np.random.default_rng(4)
+    values = (rng.random((n, attributes)) < 0.4).astype(np.int64)
+    ids = [f"{i + 1:06d}.jpg" for i in range(n)]
+    root.mkdir(parents=True, exist_ok=True)
+    lines = [str(n), " ".join(f"Attr_{j}" for j in range(attributes)) + " "]
+    lines += [f"{i} " + " ".join(f"{2 * v - 1:2d}" for v in row) for i, row in zip(ids, values)]
+    (root / "list_attr_celeba.txt").write_text("\n".join(lines) + "\n")
+    parts = np.where(np.arange(n) < 0.6 * n, 0, np.where(np.arange(n) < 0.75 * n, 1, 2))
+    (root / "list_eval_partition.txt").write_text("".join(f"{i} {p}\n" for i, p in zip(ids, parts)))
+    np.savez(root / "celeba.npz", features=_features_for(values, dim, rng), ids=np.array(ids))
+    return {"features": root / "celeba.npz", "attributes": root / "list_attr_celeba.txt",
+            "partition": root / "list_eval_partition.txt"}

@@ -9,11 +9,20 @@ gains a sweep or an attack without a fixture-scale override here shows up as a s
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
-from dataset_layouts import PHOTOS, photo, save, write_geotagged_photos, write_scene_tree
+from dataset_layouts import (
+    PHOTOS,
+    photo,
+    save,
+    write_celeba_layout,
+    write_feature_file,
+    write_geotagged_photos,
+    write_scene_tree,
+)
 
 from vispriv.harness.config import load_config
 from vispriv.harness.matrix import build_matrix
@@ -69,6 +78,14 @@ SCENE = ["datasets.0.size=48", "datasets.0.limit=6", "datasets.0.sift.max_keypoi
 ALBUM = ["datasets.0.n_places=6", "datasets.0.collection=[single, R-2, albums]", "datasets.0.n_albums=4",
          "datasets.0.features=handcrafted", "datasets.0.test_fraction=0.5"]
 CALTECH = ["datasets.0.size=8", "datasets.0.n_users=3"]
+#: The four defenses of every DPHE feature table, at fixture scale (2 rounds, 512-bit keys, short PRR10).
+DPHE_FEATURES = ["datasets.0.n_users=3", "defenses.0.rounds=2", "defenses.1.rounds=2", "defenses.1.key_bits=512",
+                 "defenses.2.rounds=2", "defenses.3.key_bits=512", "defenses.3.local_epochs=5"]
+
+
+def _feature_file(**labels):
+    """A fixture writer of the feature-file layout (``features`` is the dataset key it fills)."""
+    return lambda folder: {"features": write_feature_file(folder / "features.npz", **labels)}
 
 #: config -> (fixture writer, overrides that shrink sizes only, cells expected)
 CASES = {
@@ -96,6 +113,11 @@ CASES = {
     "dphe_table2_sparsity": (
         write_class_folders, [*CALTECH, "defenses.0.rounds=2", "defenses.0.key_bits=512", "defenses.0.reg=[0.0, 0.3]"], 2,
     ),
+    "dphe_table1_features": (_feature_file(classes=3), DPHE_FEATURES, 4),
+    "dphe_table3_celeba": (write_celeba_layout, DPHE_FEATURES, 4),
+    "dphe_table4_sensitive_places": (_feature_file(attributes=1), [*DPHE_FEATURES, "datasets.0.test_fraction=0.25",
+                                                                   "datasets.0.init_fraction=0.1"], 4),
+    "dphe_table5_video_attributes": (_feature_file(attributes=12), DPHE_FEATURES, 4),
     "album_table1_geolocation": (write_geotagged_photos, ALBUM, 3),
     "album_table2_min_deletions": (
         write_geotagged_photos, [*ALBUM, "datasets.0.collection=[R-2]", "defenses.0.time_limit=5"], 4,
@@ -152,4 +174,21 @@ def _table4_report(tracker: Tracker, experiment: str, out: Path) -> None:
 
 
 #: config -> a check of its report (the command in the config's header)
-REPORTS = {"album_table4_budget_deletions": _table4_report}
+def _utility_report(*metrics: str):
+    """The header's report command gives one number per defense for each of the table's measures."""
+    def check(tracker: Tracker, experiment: str, out: Path) -> None:
+        files = write_report(tracker, experiment, out, list(metrics), log_to_parent=False)
+        for metric in metrics:
+            section = files.markdown.split(f"**{metric}**", 1)[1].split("**utility/", 1)[0]
+            rows = [line for line in section.splitlines() if line.startswith(("| none", "| dphe", "| ra12", "| prr10"))]
+            assert len(rows) == 4 and all(re.search(r"\| \d\.\d{3}", row) for row in rows), section
+    return check
+
+
+REPORTS = {
+    "album_table4_budget_deletions": _table4_report,
+    "dphe_table1_features": _utility_report("utility/test_accuracy"),
+    "dphe_table3_celeba": _utility_report("utility/test_accuracy", "utility/average_precision"),
+    "dphe_table4_sensitive_places": _utility_report("utility/average_precision"),
+    "dphe_table5_video_attributes": _utility_report("utility/map_top10"),
+}

@@ -1,0 +1,146 @@
+"""Extract deep features of an image folder with a network you supply, in the feature-file layout.
+
+    python -m vispriv.plugins.federated.extract IMAGES --model net.pt2 --out features.npz
+
+``net.pt2`` is a ``torch.export`` program (``torch.export.save(torch.export.export(model,
+(example_batch,), dynamic_shapes=...), "net.pt2")``) whose output for a batch (B, C, H, W) is
+B feature vectors; images are read as RGB (grey when C = 1), scaled to [0, 1] and resized to
+the program's example (H, W). ``IMAGES`` is one sub-folder per class (ids ``class/file``,
+labels and class names written too) or a flat folder (ids are file names, e.g. CelebA's
+``img_align_celeba/``, whose attributes then come from ``list_attr_celeba.txt``).
+
+Batched, with a progress bar, and resumable: every ``--save-every`` batches the rows done so far
+go to ``<out>.partial.npz``; a rerun with the same arguments continues from there. DPHE
+(ICCV 2017) section 3.2 uses such features (ResNet-152's pooled outputs) for its classifiers.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+import numpy as np
+
+from vispriv.harness.errors import InputError, VisprivError
+
+SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp"}
+
+
+def list_folder(root: Path) -> tuple[list[Path], list[str], np.ndarray | None, list[str]]:
+    """Files, ids, labels (None for a flat folder) and class names of an image folder."""
+    if not root.is_dir():
+        raise InputError(f"image folder {str(root)!r} is not a directory")
+    classes = sorted(p.name for p in root.iterdir() if p.is_dir())
+    if classes:
+        files = [(c, p) for c in classes for p in sorted((root / c).iterdir()) if p.suffix.lower() in SUFFIXES]
+        paths = [p for _, p in files]
+        return paths, [f"{c}/{p.name}" for c, p in files], np.asarray([classes.index(c) for c, _ in files]), classes
+    paths = sorted(p for p in root.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES)
+    return paths, [p.name for p in paths], None, []
+
+
+def read_batch(paths: list[Path], shape: tuple[int, int, int]) -> np.ndarray:
+    """(B, C, H, W) float32 in [0, 1] at the model's input size."""
+    from skimage.color import gray2rgb, rgb2gray, rgba2rgb
+    from skimage.io import imread
+    from skimage.transform import resize
+
+    out = []
+    for path in paths:
+        try:
+            img = np.asarray(imread(path), dtype=np.float64)
+        except Exception as exc:  # noqa: BLE001 -- any decoder failure
+            raise InputError(f"{path}: not a readable image ({type(exc).__name__})") from None
+        img = img / 255.0 if img.max() > 1 else img
+        if img.ndim == 3 and img.shape[-1] == 4:
+            img = rgba2rgb(img)
+        img = rgb2gray(img)[..., None] if shape[0] == 1 and img.ndim == 3 else img
+        img = gray2rgb(img) if shape[0] == 3 and img.ndim == 2 else img
+        img = img[..., None] if img.ndim == 2 else img
+        if img.shape[:2] != shape[1:]:
+            img = resize(img, shape[1:], anti_aliasing=True)
+        out.append(np.transpose(img, (2, 0, 1)))
+    return np.stack(out).astype(np.float32)
+
+
+def extract(images: Path, model: Path, out: Path, batch_size: int = 64, save_every: int = 10,
+            stop_after: int | None = None, quiet: bool = False) -> int:
+    """Write ``out`` (features, ids[, labels, names]); returns the number of batches computed in this call.
+
+    ``stop_after`` batches ends the call early with only the partial file written (an interruption).
+    """
+    import torch
+    from tqdm import tqdm
+
+    from vispriv.plugins.federated.deep.captured import load_exported
+
+    _, module, shape = load_exported(str(model))
+    if shape is None:
+        raise InputError(f"model {model}: its example input is not an image batch (B, C, H, W)")
+    paths, ids, labels, names = list_folder(images)
+    if not paths:
+        raise InputError(f"image folder {images} holds no images with suffixes {sorted(SUFFIXES)}")
+    partial = out.with_name(out.name + ".partial.npz")
+    done: list[np.ndarray] = []
+    if partial.is_file():
+        with np.load(partial, allow_pickle=False) as data:
+            if [str(i) for i in data["ids"]] != ids[: len(data["ids"])]:
+                raise InputError(f"{partial}: its ids are not the first images of {images}; delete it to start over")
+            done = [data["features"]]
+    start = len(done[0]) if done else 0
+    batches = 0
+    bar = tqdm(total=len(paths), initial=start, desc="extract-features", unit="img", disable=quiet)
+    with torch.no_grad():
+        for lo in range(start, len(paths), batch_size):
+            batch = torch.from_numpy(read_batch(paths[lo : lo + batch_size], shape))
+            done.append(module(batch).reshape(len(batch), -1).double().numpy())
+            batches += 1
+            bar.update(len(batch))
+            finished = lo + batch_size >= len(paths)
+            if batches % save_every == 0 or finished or batches == stop_after:
+                features = np.concatenate(done)
+                np.savez(partial, features=features, ids=np.asarray(ids[: len(features)]))
+                done = [features]
+            if batches == stop_after and not finished:
+                bar.close()
+                return batches
+    bar.close()
+    extra = {"labels": labels, "names": np.asarray(names)} if labels is not None else {}
+    features = np.concatenate(done)
+    if not np.isfinite(features).all():
+        raise InputError(f"model {model} gave NaN or infinite features (first at image {ids[int(np.argmin(np.isfinite(features).all(axis=1)))]})")
+    np.savez(out, features=features, ids=np.asarray(ids), **extra)
+    partial.unlink()
+    return batches
+
+
+@click.command(name="extract-features")
+@click.argument("images", type=click.Path(path_type=Path))
+@click.option("--model", required=True, type=click.Path(path_type=Path), help="torch.export program (.pt2)")
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="the feature file to write (.npz)")
+@click.option("--batch-size", default=64, show_default=True, type=click.IntRange(1))
+@click.option("--save-every", default=10, show_default=True, type=click.IntRange(1), help="batches between partial saves")
+@click.option("--quiet", is_flag=True, help="no progress bar")
+def main(images: Path, model: Path, out: Path, batch_size: int, save_every: int, quiet: bool) -> None:
+    """Features of every image in IMAGES from MODEL, written as a feature file (ids, labels of class folders)."""
+    if out.suffix != ".npz":
+        raise InputError(f"--out {out}: the feature file is an .npz")
+    extract(images, model, out, batch_size, save_every, quiet=quiet)
+    click.echo(f"wrote {out}")
+
+
+def run() -> None:
+    """The command line: a user's mistake is one ``error:`` line and exit status 2."""
+    try:
+        main.main(standalone_mode=False)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except VisprivError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    run()
