@@ -103,7 +103,7 @@ class _DeepInversion(Attack):
         for j, (vector, job_ids, set_name) in enumerate(ctx.progress(jobs, desc=f"{self.name} inversions", total=len(jobs))):
             rec = invert(
                 model, unflatten(vector, model), len(job_ids), deep_public.image_shape, deep_public.n_classes,
-                settings, seed=ctx.child_seed(self.name, j), work=work, public_images=public_x,
+                settings, seed=ctx.child_seed(self.name, j), work=work, public_images=public_x, device=ctx.device,
             )
             recs.append(rec)
             images.append(to_numpy(rec.images))

@@ -351,15 +351,24 @@ def test_metric_parameters_are_configured_swept_and_hashed(extras_run):
         build_matrix(validate_config(toy_config(metrics=[{"name": "topk-accuracy", "k": 3}])), extras_run.registry)
 
 
-def test_cell_hash_of_default_metrics_is_unchanged(toy_registry):
-    """Cells logged before metrics took parameters are still found by --resume."""
+def test_cell_hash_holds_the_seeds_so_resume_never_takes_a_cell_drawn_under_other_seeds(toy_registry, monkeypatch):
+    """A change of how seeds derive moves the numbers, so it must move the hash that ``--resume`` matches on;
+    metrics at their defaults still enter the hash as name and version only."""
+    from vispriv.harness import matrix as matrix_module
     from vispriv.harness.config import validate_config
     from vispriv.harness.hashing import stable_hash
     from vispriv.harness.matrix import build_matrix
 
-    for cell in build_matrix(validate_config(toy_config(metrics=["ssim", "mae"])), toy_registry).cells:
-        legacy = stable_hash(cell.attack_keys()[-1], sorted([m.name, m.cls.version] for m in cell.metrics), cell.matrix_seed)
-        assert cell.hash == legacy
+    config = validate_config(toy_config(metrics=["ssim", "mae"]))
+    cells = build_matrix(config, toy_registry).cells
+    for cell in cells:
+        metric_keys = sorted([m.name, m.cls.version] for m in cell.metrics)
+        assert cell.hash == stable_hash(cell.attack_keys()[-1], metric_keys, cell.matrix_seed, cell.seed)
+    before = [c.hash for c in cells]
+    real = matrix_module.chain_seeds
+    monkeypatch.setattr(matrix_module, "chain_seeds", lambda seed, keys: [s + 1 for s in real(seed, keys)])
+    after = [c.hash for c in build_matrix(config, toy_registry).cells]
+    assert all(a != b for a, b in zip(before, after))
 
 
 def test_cell_with_no_privacy_score_is_tagged_with_the_reason(extras_run):

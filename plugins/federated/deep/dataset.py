@@ -18,6 +18,7 @@ from vispriv.harness.errors import ConfigError, InputError
 from vispriv.plugins.federated.deep.payloads import DeepFederatedData, DeepFederatedPublic, state_of, to_tensor
 from vispriv.plugins.federated.deep.sources import (
     ColourImages,
+    load_bundled_digits,
     load_bundled_faces,
     load_bundled_photos,
     load_cifar,
@@ -26,10 +27,11 @@ from vispriv.plugins.federated.deep.sources import (
 
 
 class DeepFederatedConfig(PluginConfig):
-    source: Literal["bundled-photos", "lfw-faces", "cifar", "image-folder"] = Field(
+    source: Literal["bundled-photos", "lfw-faces", "digits", "cifar", "image-folder"] = Field(
         "bundled-photos",
         description="bundled-photos: 32x32 crops of the photos shipped with scikit-image and friends, one class "
-        "per photo; lfw-faces: scikit-image's LFW subset (faces vs not); cifar: CIFAR-10/100 python layout "
+        "per photo; lfw-faces: scikit-image's LFW subset (faces vs not); digits: scikit-learn's 1,797 handwritten "
+        "digits (8x8 grey, enlarged), the bundled set a small network learns; cifar: CIFAR-10/100 python layout "
         "under root; image-folder: one sub-folder per class under root",
     )
     root: FolderPath = Field("", description="cifar / image-folder: the folder to read")
@@ -73,7 +75,11 @@ class DeepFederatedImages(Dataset):
     def provenance(self) -> str:
         cfg: DeepFederatedConfig = self.config
         if cfg.source == "bundled-photos":
-            return "bundled photos: 32x32 crops, one class per photo (a stand-in for CIFAR)"
+            return f"bundled photos: {cfg.size}x{cfg.size} crops, one class per photo (a stand-in for CIFAR)"
+        if cfg.source == "lfw-faces":
+            return f"bundled LFW subset: 25x25 grey faces and non-faces resized to {cfg.size}x{cfg.size}"
+        if cfg.source == "digits":
+            return f"bundled digits (scikit-learn): 8x8 grey handwritten digits enlarged to {cfg.size}x{cfg.size}"
         return ""
 
     def _source(self) -> ColourImages:
@@ -82,6 +88,8 @@ class DeepFederatedImages(Dataset):
             return load_bundled_photos(cfg.size)
         if cfg.source == "lfw-faces":
             return load_bundled_faces(cfg.size)
+        if cfg.source == "digits":
+            return load_bundled_digits(cfg.size)
         if cfg.source == "cifar":
             return load_cifar(cfg.root, "train", coarse=cfg.coarse)
         return load_colour_folder(cfg.root, cfg.size)

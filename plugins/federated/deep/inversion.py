@@ -22,10 +22,15 @@ them), ``max_seconds`` a wall-clock cap on the whole batch. The L-BFGS of DLG an
 with a strong-Wolfe line search, which keeps the iteration from diverging where DLG's fixed
 step of 1 does; where the loss turns NaN the best iterate so far is kept. The iterate with the
 lowest loss seen is returned (never a later, worse one).
+
+``device`` runs the search on an accelerator (the matrix's ``device``, e.g. ``cuda``): the
+random starts are drawn on the CPU from the same seed and moved, so a cell starts from the
+same images on any device (the optimisation's arithmetic, and so its last digits, differ).
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Iterator
@@ -121,6 +126,7 @@ def invert(
     seed: int = 0,
     work: LocalWork | None = None,
     public_images: torch.Tensor | None = None,
+    device: str = "cpu",
 ) -> Reconstruction:
     """Reconstruct ``n_images`` images of ``image_shape`` (C, H, W) from ``target_update``.
 
@@ -131,11 +137,14 @@ def invert(
     work = work or LocalWork()
     if settings.steps < 1:
         raise ValueError(f"steps must be >= 1; got {settings.steps}")
+    if device != "cpu":
+        model = copy.deepcopy(model).to(device)  # the caller's model stays where it is
+        public_images = None if public_images is None else public_images.to(device)
     work.set_mode(model)
     params = {k: p.detach() for k, p in trainable(model).items()}
     if len(params) != len(target_update):
         raise ValueError(f"the update has {len(target_update)} tensors but the model has {len(params)} trainable parameters")
-    target = [t.detach().to(torch.float32) for t in target_update]
+    target = [t.detach().to(device=device, dtype=torch.float32) for t in target_update]
     labels: np.ndarray | None = None
     if settings.method != "dlg":
         grad_scale = dict(zip(params, as_gradient(target, work)))
@@ -158,7 +167,7 @@ def invert(
             # A restart's share of the budget; what a halted search leaves goes to a fresh start.
             share = min(budget, per_restart[r] if r < restarts else budget)
             run = _search(model, params, target, work, n_images, image_shape, n_classes, labels, settings,
-                          share, generator, remaining)
+                          share, generator, remaining, device)
             budget -= run.steps
             evaluations += run.evaluations
             if best is None or run.loss < best.loss:
@@ -169,7 +178,8 @@ def invert(
                 break
     assert best is not None
     steps_run = settings.steps - budget
-    return Reconstruction(best.images, best.labels, best.loss, steps_run, evaluations, time.perf_counter() - start, stopped)
+    return Reconstruction(best.images.cpu(), best.labels, best.loss, steps_run, evaluations, time.perf_counter() - start,
+                          stopped)
 
 
 def _search(
@@ -185,12 +195,13 @@ def _search(
     steps: int,
     generator: torch.Generator,
     seconds: float | None,
+    device: str = "cpu",
 ) -> Reconstruction:
-    """One restart of the chosen method."""
-    x = _initial((n_images, *image_shape), settings.init, generator).requires_grad_(True)
+    """One restart of the chosen method (starts drawn on the CPU, searched on ``device``)."""
+    x = _initial((n_images, *image_shape), settings.init, generator).to(device).requires_grad_(True)
     joint = labels is None
-    z = torch.randn((n_images, n_classes), generator=generator).requires_grad_(True) if joint else None
-    fixed_labels = torch.as_tensor(labels, dtype=torch.long) if labels is not None else None
+    z = torch.randn((n_images, n_classes), generator=generator).to(device).requires_grad_(True) if joint else None
+    fixed_labels = torch.as_tensor(labels, dtype=torch.long, device=device) if labels is not None else None
     ig = settings.method == "inverting-gradients"
     distance = cosine_distance if ig else l2_distance
     normaliser = getattr(model, "std", None)
@@ -284,7 +295,7 @@ def _search(
         evaluations += 1
         keep(final)
     if best_z is not None:
-        out_labels = best_z.argmax(dim=-1).numpy().astype(np.int64)
+        out_labels = best_z.argmax(dim=-1).cpu().numpy().astype(np.int64)
     else:
         out_labels = np.asarray(labels, dtype=np.int64)
     return Reconstruction(best_x, out_labels, best_loss, done, evaluations, time.perf_counter() - start, stopped)

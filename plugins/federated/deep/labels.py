@@ -67,12 +67,12 @@ def class_scores(
             p_bar = torch.softmax(model(public_images), dim=-1).mean(dim=0)
             mass = _input_mass(model, public_images)
     else:
-        p_bar = torch.full((n_classes,), 1.0 / n_classes)
+        p_bar = torch.full((n_classes,), 1.0 / n_classes, device=grad_w.device)
     if b_name is not None:
         signal = gradient[b_name].detach()
     else:
         signal = grad_w.detach().sum(dim=1) / (mass.clamp_min(1e-12) if mass is not None else 1.0)
-    return (batch_size * (p_bar - signal)).double().numpy()
+    return (batch_size * (p_bar - signal)).double().cpu().numpy()
 
 
 def counts_to_labels(scores: np.ndarray, batch_size: int) -> np.ndarray:
