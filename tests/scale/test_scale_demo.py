@@ -22,7 +22,7 @@ def test_demo_matrix_covers_every_scenario_with_its_own_metrics():
     for cell in matrix.cells:
         assert cell.metrics, cell.label
         assert all(m.scenario in ("any", cell.scenario) for m in cell.metrics), cell.label
-    for attack in ("invert-raw", "invert-ldp", "gradient-leakage", "proxy-geolocator", "database"):
+    for attack in ("invert-raw", "invert-ldp", "gradient-leakage", "dlg", "proxy-geolocator", "database"):
         assert any(s.name == attack for c in matrix.cells for s in c.attack), attack
 
 
