@@ -150,3 +150,17 @@ def test_inversion_unrolls_fedavg_steps_and_returns_the_best_iterate():
     assert psnr > 30, psnr
     mismatched = invert(model, update, 1, (3, 8, 8), 5, InversionSettings("idlg", steps=6), seed=0, work=LocalWork("fedsgd"))
     assert 10 * np.log10(1 / float(((mismatched.images - x) ** 2).mean())) < psnr - 10  # the wrong protocol fails
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (runs on a GPU machine)")
+def test_inversion_on_cuda_recovers_the_image_and_leaves_the_callers_model_on_the_cpu():
+    from vispriv.plugins.federated.deep.inversion import InversionSettings, invert
+
+    x, y = _batch(1, 8, 5, seed=4)
+    model = build_model("lenet", 5, 3, 8, seed=4)
+    update = client_update(model, x, y, LocalWork())
+    rec = invert(model, update, 1, (3, 8, 8), 5, InversionSettings("idlg", steps=6), seed=0, device="cuda")
+    assert rec.images.device.type == "cpu"
+    assert all(p.device.type == "cpu" for p in model.parameters())
+    assert rec.labels.tolist() == y.tolist()
+    assert 10 * np.log10(1 / float(((rec.images - x) ** 2).mean())) > 30

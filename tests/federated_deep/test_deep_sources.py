@@ -18,6 +18,7 @@ from vispriv.harness.data.bundled import BUNDLED_SOURCES, square_resize, to_rgb_
 from vispriv.harness.errors import InputError
 from vispriv.plugins.federated.deep.sources import (
     ColourImages,
+    load_bundled_digits,
     load_bundled_faces,
     load_bundled_photos,
     load_cifar,
@@ -291,6 +292,23 @@ def test_bundled_faces():
     native = load_bundled_faces(size=25)
     np.testing.assert_allclose(native.images[..., 0], lfw_subset(), atol=1e-6)
     assert load_bundled_faces(size=16).images.shape == (200, 16, 16, 1)
+
+
+def test_bundled_digits():
+    """scikit-learn's digits, counts / 16, enlarged: at the native size the file's blocks exactly;
+    enlarged, the 4x4 block means of the 32x32 image follow the 8x8 pixels (bilinear blends neighbours)."""
+    from sklearn.datasets import load_digits
+
+    raw = load_digits()
+    out = load_bundled_digits()
+    assert out.images.shape == (1797, 32, 32, 1) and out.images.dtype == np.float32
+    assert out.images.min() >= 0.0 and out.images.max() <= 1.0
+    np.testing.assert_array_equal(out.labels, raw.target)
+    assert out.class_names == [str(d) for d in range(10)]
+    assert "digits" in out.provenance and "32x32" in out.provenance
+    np.testing.assert_allclose(load_bundled_digits(size=8).images[..., 0], raw.images / 16.0, atol=1e-6)
+    blocks = out.images[..., 0].reshape(1797, 8, 4, 8, 4).mean(axis=(2, 4))
+    assert np.corrcoef(blocks.ravel(), raw.images.ravel())[0, 1] > 0.95
 
 
 # --------------------------------------------------------------------------- bundled photos
