@@ -33,7 +33,7 @@ import numpy as np
 from vispriv.harness.data.bundled import BUNDLED_SOURCES, grid_crops, square_resize, to_rgb_float
 from vispriv.harness.errors import ConfigError, InputError
 from vispriv.harness.payloads import Images
-from vispriv.plugins.federated.data import read_class_folders
+from vispriv.plugins.federated.data import load_digits_source, read_class_folders
 
 
 @dataclass
@@ -279,19 +279,17 @@ def load_bundled_digits(size: int = 32) -> ColourImages:
     network to learn in a few hundred federated rounds (LeNet: ~90 % test accuracy), so the
     utility side of a defense can be read on it; nothing is downloaded.
     """
-    from sklearn.datasets import load_digits
     from skimage.transform import resize
 
     _check_size(size)
-    digits = load_digits()
-    raw = np.asarray(digits.images, dtype=np.float64) / 16.0
-    images = np.stack([resize(img, (size, size), order=1, anti_aliasing=False) for img in raw])
+    digits = load_digits_source()
+    images = np.stack([resize(img, (size, size), order=1, anti_aliasing=False) for img in digits.images])
     images = np.clip(images, 0.0, 1.0).astype(np.float32)[..., None]
     return ColourImages(
         images,
-        np.asarray(digits.target, dtype=np.int64),
-        [str(d) for d in range(10)],
-        f"bundled digits (scikit-learn load_digits): {len(raw)} 8x8 grey handwritten digits enlarged to {size}x{size}",
+        digits.labels,
+        digits.class_names,
+        f"bundled digits (scikit-learn load_digits): {len(images)} 8x8 grey handwritten digits enlarged to {size}x{size}",
     )
 
 
