@@ -13,6 +13,10 @@ its own update and subtracts it (exact for N = 2, why section 2.5 demands N >= 3
 runs on the attacked round, the one the release holds; the rounds after it that only measure
 test accuracy average in plaintext, because the secure sum equals the plaintext mean up to
 the 2^-32 fixed-point encoding (``secure_sum_max_abs_error`` measures it on the attacked round).
+
+On clustering data (``ClusteringData``) every user's sparse centroids (K x D values) go through
+Algorithm 1 every round, as the classifiers do (DPHE supplement A.3, Table 6); the release
+and the costs, slot-origin candidates included, are the classifiers'.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from pydantic import Field
 from vispriv.harness import CellContext, Defense, Protected
 from vispriv.harness.errors import InputError
 from vispriv.plugins.federated import paillier as pl
+from vispriv.plugins.federated.cluster_payloads import ClusteringData, EncryptedCentroidUpdates
+from vispriv.plugins.federated.cluster_rounds import run_federated_kmeans
 from vispriv.plugins.federated.config import FederatedConfig
 from vispriv.plugins.federated.deep.outcome import deep_protected, deep_protocol
 from vispriv.plugins.federated.deep.payloads import (
@@ -33,9 +39,15 @@ from vispriv.plugins.federated.deep.payloads import (
     batch_truth_ids,
     require_deep_public,
 )
-from vispriv.plugins.federated.outcome import accuracy_curve, base_utility, target_ids, target_truth
+from vispriv.plugins.federated.outcome import (
+    accuracy_curve,
+    base_utility,
+    clustering_utility,
+    target_ids,
+    target_truth,
+)
 from vispriv.plugins.federated.payloads import EncryptedUpdates, FederatedData, require_public
-from vispriv.plugins.federated.protocol import DpheSettings, run_federated, secure_mean
+from vispriv.plugins.federated.protocol import DpheSettings, FederatedRun, run_federated, secure_mean
 from vispriv.plugins.federated.slot_leak import expected_origin_candidates
 
 
@@ -62,11 +74,16 @@ class Dphe(Defense):
     version = "1.0"
     scenario = "federated-learning"
     Config = DpheConfig
-    consumes = (FederatedData, DeepFederatedData)
-    produces = (EncryptedUpdates, DeepPublishedAverage)
-    releases = {FederatedData: (EncryptedUpdates,), DeepFederatedData: (DeepPublishedAverage,)}
+    consumes = (FederatedData, DeepFederatedData, ClusteringData)
+    produces = (EncryptedUpdates, DeepPublishedAverage, EncryptedCentroidUpdates)
+    releases = {
+        FederatedData: (EncryptedUpdates,),
+        DeepFederatedData: (DeepPublishedAverage,),
+        ClusteringData: (EncryptedCentroidUpdates,),
+    }
 
-    def protect(self, private: FederatedData | DeepFederatedData, public: object, ctx: CellContext) -> Protected:
+    def protect(self, private: FederatedData | DeepFederatedData | ClusteringData, public: object,
+                ctx: CellContext) -> Protected:
         cfg: DpheConfig = self.config
         n_users = private.n_users
         if n_users < 3 and not cfg.force:
@@ -79,6 +96,8 @@ class Dphe(Defense):
         settings = DpheSettings(cfg.key_bits, cfg.capacity_fraction, cfg.workers, cfg.permutations == "per-round")
         if isinstance(private, DeepFederatedData):
             return self._protect_deep(private, public, settings, ctx)
+        if isinstance(private, ClusteringData):
+            return self._protect_clustering(private.data, public, settings, ctx)
         public = require_public(public)
         run = run_federated(private, public, cfg.training(), cfg.rounds, ctx, dphe=settings)
 
@@ -98,34 +117,34 @@ class Dphe(Defense):
         )
         accuracy_curve(run, ctx)
         utility, directions = base_utility(run, private)
-        per_user_round = n_users * cfg.rounds
-        utility.update(
-            {
-                "encryption_seconds_per_user_round": run.encryption_seconds / per_user_round,
-                "offline_seconds_per_user_round": run.offline_seconds / per_user_round,
-                "values_encrypted_per_user_round": run.values_encrypted / per_user_round,
-                "secure_sum_max_abs_error": run.secure_max_abs_error,
-                # A's candidate count for a slot's plain origin (slot_leak.py), D = no leak: its
-                # expectation over the users' CSPRNG padding, so a function of config + seed.
-                "slot_origin_candidates": float(
-                    expected_origin_candidates(
-                        run.updates.reshape(cfg.rounds, n_users, -1),
-                        run.averages[1:].reshape(cfg.rounds, -1) == 0.0,
-                        run.permutation_groups,
-                        run.capacity,
-                    ).mean()
-                ),
-            }
+        costs, cost_directions = dphe_costs(run, n_users, cfg.rounds)
+        utility.update(costs)
+        directions.update(cost_directions)
+        return Protected(release, target_truth(private, run), utility, directions)
+
+    def _protect_clustering(self, private: FederatedData, public: object, settings: DpheSettings,
+                            ctx: CellContext) -> Protected:
+        """Federated mini-batch k-means with every user's centroids sent through Algorithm 1."""
+        cfg: DpheConfig = self.config
+        if cfg.observer is not None:
+            raise InputError("observer (an insider user's view) applies to classifier releases, not to clustering")
+        run = run_federated_kmeans(private, require_public(public), cfg.kmeans(), cfg.rounds, ctx, dphe=settings)
+        msgs = [m for round_msgs in run.messages for m in round_msgs]
+        release = EncryptedCentroidUpdates(
+            centroids=run.averages,
+            protocol={**cfg.clustering_protocol(private.n_users), "capacity": run.capacity, "key_bits": cfg.key_bits},
+            target_ids=target_ids(cfg.rounds, private.n_users),
+            ciphertexts=np.stack([pl.to_bytes(m.ciphertexts, run.ciphertext_width) for m in msgs]),
+            permuted_indices=np.stack([m.permuted_indices for m in msgs]),
+            message_round=np.asarray([t for t, round_msgs in enumerate(run.messages) for _ in round_msgs], np.int64),
+            message_user=np.asarray([m.user for m in msgs], np.int64),
+            modulus_hex=format(run.modulus, "x"),
         )
-        directions.update(
-            {
-                "encryption_seconds_per_user_round": False,
-                "offline_seconds_per_user_round": False,
-                "values_encrypted_per_user_round": False,
-                "secure_sum_max_abs_error": False,
-                "slot_origin_candidates": True,
-            }
-        )
+        accuracy_curve(run, ctx, score="ami")
+        utility, directions = clustering_utility(run)
+        costs, cost_directions = dphe_costs(run, private.n_users, cfg.rounds)
+        utility.update(costs)
+        directions.update(cost_directions)
         return Protected(release, target_truth(private, run), utility, directions)
 
     def _protect_deep(self, private: DeepFederatedData, public: object, settings: DpheSettings,
@@ -154,3 +173,28 @@ class Dphe(Defense):
         )
         directions = dict.fromkeys(stats, False)
         return deep_protected(private, run, release, ctx, dict(stats), directions)
+
+
+def dphe_costs(run: FederatedRun, n_users: int, rounds: int) -> tuple[dict[str, float], dict[str, bool]]:
+    """Per user and round: encryption and obfuscator seconds, values encrypted; the secure sum's
+    largest error; and A's expected candidates for a slot's plain origin (slot_leak.py)."""
+    per_user_round = n_users * rounds
+    costs = {
+        "encryption_seconds_per_user_round": run.encryption_seconds / per_user_round,
+        "offline_seconds_per_user_round": run.offline_seconds / per_user_round,
+        "values_encrypted_per_user_round": run.values_encrypted / per_user_round,
+        "secure_sum_max_abs_error": run.secure_max_abs_error,
+        # A's candidate count for a slot's plain origin (slot_leak.py), D = no leak: its
+        # expectation over the users' CSPRNG padding, so a function of config + seed.
+        "slot_origin_candidates": float(
+            expected_origin_candidates(
+                run.updates.reshape(rounds, n_users, -1),
+                run.averages[1:].reshape(rounds, -1) == 0.0,
+                run.permutation_groups,
+                run.capacity,
+            ).mean()
+        ),
+    }
+    directions = dict.fromkeys(costs, False)
+    directions["slot_origin_candidates"] = True
+    return costs, directions

@@ -4,11 +4,15 @@ On a linear task (``FederatedData``) the updates are the one-vs-rest classifiers
 paper; on a deep task (``DeepFederatedData``) they are FedSGD gradients or FedAvg weight
 differences of the deep model (McMahan et al., AISTATS 2017), and ``rounds`` rounds measure
 the test accuracy. The linear-only settings (loss, reg, l1_ratio, init_*) do not apply there.
+On clustering data (``ClusteringData``) the users run federated mini-batch k-means and send
+their centroids in plaintext: the baseline of DPHE's Table 6 (supplement A.3).
 """
 
 from __future__ import annotations
 
 from vispriv.harness import CellContext, Defense, Protected
+from vispriv.plugins.federated.cluster_payloads import ClusteringData, PlainCentroidUpdates
+from vispriv.plugins.federated.cluster_rounds import run_federated_kmeans
 from vispriv.plugins.federated.config import FederatedConfig
 from vispriv.plugins.federated.deep.outcome import captured_protected, deep_plaintext_protected
 from vispriv.plugins.federated.deep.payloads import (
@@ -17,29 +21,38 @@ from vispriv.plugins.federated.deep.payloads import (
     DeepPlaintextUpdates,
     require_deep_public,
 )
-from vispriv.plugins.federated.outcome import accuracy_curve, base_utility, target_ids, target_truth
+from vispriv.plugins.federated.outcome import (
+    accuracy_curve,
+    base_utility,
+    clustering_utility,
+    target_ids,
+    target_truth,
+)
 from vispriv.plugins.federated.payloads import FederatedData, FederatedPublic, PlaintextUpdates, require_public
 from vispriv.plugins.federated.protocol import run_federated
 
 
 class PlainFedAvg(Defense):
-    """No protection: users send their updates in plaintext (linear classifiers or deep-model updates)."""
+    """No protection: users send their updates in plaintext (linear classifiers, deep-model updates or centroids)."""
 
     name = "none"
     version = "1.0"
     scenario = "federated-learning"
     Config = FederatedConfig
-    consumes = (FederatedData, DeepFederatedData, CapturedUpdate)
-    produces = (PlaintextUpdates, DeepPlaintextUpdates)
+    consumes = (FederatedData, DeepFederatedData, CapturedUpdate, ClusteringData)
+    produces = (PlaintextUpdates, DeepPlaintextUpdates, PlainCentroidUpdates)
     releases = {
         FederatedData: (PlaintextUpdates,),
+        ClusteringData: (PlainCentroidUpdates,),
         DeepFederatedData: (DeepPlaintextUpdates,),
         CapturedUpdate: (DeepPlaintextUpdates,),
     }
 
-    def protect(self, private: FederatedData | DeepFederatedData | CapturedUpdate, public: object,
+    def protect(self, private: FederatedData | DeepFederatedData | CapturedUpdate | ClusteringData, public: object,
                 ctx: CellContext) -> Protected:
         cfg = self.config
+        if isinstance(private, ClusteringData):
+            return self._protect_clustering(private.data, require_public(public), ctx)
         if isinstance(private, CapturedUpdate):
             return captured_protected(private, require_deep_public(public))
         if isinstance(private, DeepFederatedData):
@@ -54,4 +67,18 @@ class PlainFedAvg(Defense):
         )
         accuracy_curve(run, ctx)
         utility, directions = base_utility(run, private)
+        return Protected(release, target_truth(private, run), utility, directions)
+
+    def _protect_clustering(self, private: FederatedData, public: FederatedPublic, ctx: CellContext) -> Protected:
+        """Plain federated mini-batch k-means: the aggregator sees every user's centroids."""
+        cfg = self.config
+        run = run_federated_kmeans(private, public, cfg.kmeans(), cfg.rounds, ctx)
+        release = PlainCentroidUpdates(
+            centroids=run.averages,
+            protocol=cfg.clustering_protocol(private.n_users),
+            target_ids=target_ids(cfg.rounds, private.n_users),
+            updates=run.updates,
+        )
+        accuracy_curve(run, ctx, score="ami")
+        utility, directions = clustering_utility(run)
         return Protected(release, target_truth(private, run), utility, directions)

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from vispriv.harness import PluginConfig
+from vispriv.plugins.federated.cluster_rounds import KMeansSettings
 from vispriv.plugins.federated.linear import LocalTraining
 
 
@@ -22,6 +23,10 @@ class FederatedConfig(PluginConfig):
     local_steps: int = Field(1, ge=1)
     init_epochs: int = Field(100, ge=0)
     init_lr: float = Field(0.1, gt=0)
+    batch_size: int = Field(32, ge=1, description="clustering: samples per mini-batch k-means step (local_steps per round)")
+    centroid_l1: float = Field(
+        0.0, ge=0, description="clustering: L1 strength lam on the centroids; larger -> sparser (0: plain mini-batch k-means)"
+    )
 
     def training(self) -> LocalTraining:
         return LocalTraining(
@@ -34,6 +39,15 @@ class FederatedConfig(PluginConfig):
             init_epochs=self.init_epochs,
             init_lr=self.init_lr,
         )
+
+    def kmeans(self) -> KMeansSettings:
+        """The users' local mini-batch k-means (DPHE supplement A.3)."""
+        return KMeansSettings(self.batch_size, self.local_steps, self.centroid_l1)
+
+    def clustering_protocol(self, n_users: int) -> dict:
+        """The public hyper-parameters of a clustering release."""
+        return {"batch_size": self.batch_size, "local_steps": self.local_steps, "centroid_l1": self.centroid_l1,
+                "rounds": self.rounds, "n_users": n_users}
 
     def protocol(self, n_users: int) -> dict:
         """The public hyper-parameters that go into every release (the attacker's guesses, A.2.1)."""

@@ -11,6 +11,9 @@ def vispriv_register_datasets(register):
     from vispriv.plugins.federated.feature_dataset import FederatedFeatures
 
     register(FederatedFeatures)
+    from vispriv.plugins.federated.cluster_dataset import FederatedClustering
+
+    register(FederatedClustering)
     from vispriv.plugins.federated.face_folders import FaceFolders
 
     register(FaceFolders)
@@ -41,6 +44,9 @@ def vispriv_register_attacks(register):
 
     register(GradientLeakage)
     register(AverageIsolation)
+    from vispriv.plugins.attacks.centroid_leakage import CentroidLeakage
+
+    register(CentroidLeakage)
     from vispriv.plugins.attacks.deep_inversion import Dlg, Idlg, InvertingGradients, PublicMeanImage
 
     for cls in (Dlg, Idlg, InvertingGradients, PublicMeanImage):

@@ -33,11 +33,12 @@ def target_truth(private: FederatedData, run: FederatedRun) -> dict[str, Images 
     return truth
 
 
-def accuracy_curve(run: FederatedRun, ctx: CellContext) -> None:
-    """CSV and PNG of test accuracy per round (round 0 is w̄_0) in the artifact folder."""
+def accuracy_curve(run: FederatedRun, ctx: CellContext, score: str = "accuracy") -> None:
+    """CSV and PNG of the test score per round (round 0 is the start) in the artifact folder:
+    accuracy for classifiers, ``score="ami"`` for clustering."""
     if ctx.artifact_dir is None:
         return
-    save_csv(ctx.artifact("accuracy_per_round.csv"), [{"round": t, "accuracy": a} for t, a in enumerate(run.accuracy)])
+    save_csv(ctx.artifact(f"{score}_per_round.csv"), [{"round": t, score: a} for t, a in enumerate(run.accuracy)])
     import matplotlib
 
     matplotlib.use("Agg")
@@ -46,10 +47,22 @@ def accuracy_curve(run: FederatedRun, ctx: CellContext) -> None:
     fig, ax = plt.subplots(figsize=(4, 3))
     ax.plot(range(len(run.accuracy)), run.accuracy, marker=".")
     ax.set_xlabel("round")
-    ax.set_ylabel("test accuracy")
+    ax.set_ylabel(f"test {score}")
     fig.tight_layout()
-    fig.savefig(ctx.artifact("accuracy_per_round.png"), dpi=100)
+    fig.savefig(ctx.artifact(f"{score}_per_round.png"), dpi=100)
     plt.close(fig)
+
+
+def clustering_utility(run: FederatedRun) -> tuple[dict[str, float], dict[str, bool]]:
+    """Adjusted mutual information of the test split's nearest-centroid clustering under the final
+    centroids (DPHE Table 6) and under the k-means++ start, centroid sparsity and bytes sent."""
+    utility = {
+        "ami": float(run.accuracy[-1]),
+        "ami_init": float(run.accuracy[0]),
+        "update_sparsity": float(np.mean(run.sparsity)) if run.sparsity else 0.0,
+        "bytes_per_user_round": float(run.bytes_per_user_round),
+    }
+    return utility, {"ami": True, "ami_init": True, "update_sparsity": True, "bytes_per_user_round": False}
 
 
 def base_utility(run: FederatedRun, private: FederatedData) -> tuple[dict[str, float], dict[str, bool]]:

@@ -46,7 +46,11 @@ class DpheSettings:
 
 @dataclass
 class FederatedRun:
-    """Everything a defense needs to build its release, truth and utility."""
+    """Everything a defense needs to build its release, truth and utility.
+
+    ``accuracy`` is the test score per round (round 0 is the start): classification accuracy,
+    or the adjusted mutual information of a clustering run (:mod:`.cluster_rounds`).
+    """
 
     averages: np.ndarray
     updates: np.ndarray
@@ -77,7 +81,7 @@ def sample_schedule(schedule_seed: int, round_index: int, user: int) -> np.rando
 
 
 @dataclass
-class _Parties:
+class Parties:
     """The DPHE roles of one run (absent for plaintext FedAvg); each user owns its obfuscator pool."""
 
     keygen: KeyGenerator
@@ -85,7 +89,7 @@ class _Parties:
     users: list[User]
 
     @classmethod
-    def create(cls, dim: int, n_users: int, settings: DpheSettings) -> _Parties:
+    def create(cls, dim: int, n_users: int, settings: DpheSettings) -> Parties:
         capacity = max(1, min(dim, math.ceil(settings.capacity_fraction * dim)))
         keygen = KeyGenerator(dim, n_users, capacity, settings.key_bits, settings.fresh_permutations)
         keygen.start_round()
@@ -110,6 +114,36 @@ class _Parties:
             user.close()
 
 
+@dataclass
+class SecureRound:
+    """One round of Algorithm 1 on flat updates: the decrypted mean and what it cost the users."""
+
+    mean: np.ndarray
+    messages: list[Message]
+    encryption_seconds: float
+    values_encrypted: int
+    bytes_sent: int
+
+
+def secure_round(parties: Parties, t: int, updates: np.ndarray, width: int) -> SecureRound:
+    """Round t of Algorithm 1 on N flat updates (N, D): G opens the round, every user fills its
+    own obfuscator pool (offline), encrypts (online, timed) and A averages with G's help."""
+    parties.next_round(t)
+    # Offline phase: each user computes its own obfuscators r^n before encrypting anything.
+    for n, user in enumerate(parties.users):
+        user.precompute(user.values_needed(updates[n]))
+    messages: list[Message] = []
+    seconds, values, sent = 0.0, 0, 0
+    for n, user in enumerate(parties.users):
+        start = time.perf_counter()
+        msgs = user.encrypt(updates[n])
+        seconds += time.perf_counter() - start
+        values += sum(len(m.ciphertexts) for m in msgs)
+        sent += sum(len(m.ciphertexts) * (width + 8) for m in msgs)
+        messages.extend(msgs)
+    return SecureRound(parties.aggregator.average(messages, parties.keygen), messages, seconds, values, sent)
+
+
 def secure_mean(updates: np.ndarray, settings: DpheSettings) -> tuple[np.ndarray, dict[str, float]]:
     """One averaging of N flat update vectors (N, D) through Algorithm 1 with fresh parties, and what it cost.
 
@@ -118,7 +152,7 @@ def secure_mean(updates: np.ndarray, settings: DpheSettings) -> tuple[np.ndarray
     """
     n_users = len(updates)
     vectors = np.asarray(updates, dtype=np.float64)
-    parties = _Parties.create(vectors.shape[1], n_users, settings)
+    parties = Parties.create(vectors.shape[1], n_users, settings)
     try:
         parties.next_round(0)
         for n, user in enumerate(parties.users):
@@ -152,7 +186,7 @@ def run_federated(
     if rounds < 1:
         raise InputError(f"rounds must be >= 1; got {rounds}")
     shape = (private.n_classes, private.dim + 1)
-    parties = _Parties.create(int(np.prod(shape)), private.n_users, dphe) if dphe is not None else None
+    parties = Parties.create(int(np.prod(shape)), private.n_users, dphe) if dphe is not None else None
     try:
         return _run_rounds(private, public, cfg, rounds, ctx, parties, perturb)
     finally:
@@ -166,7 +200,7 @@ def _run_rounds(
     cfg: linear.LocalTraining,
     rounds: int,
     ctx: CellContext,
-    parties: _Parties | None,
+    parties: Parties | None,
     perturb: Perturb | None,
 ) -> FederatedRun:
     n_users = private.n_users
@@ -195,21 +229,13 @@ def _run_rounds(
         sparsities.append(float(np.mean(updates_arr == 0.0)))
         plain_mean = updates_arr.mean(axis=0)
         if parties is not None:
-            round_msgs: list[Message] = []
-            parties.next_round(t)
-            # Offline phase: each user computes its own obfuscators r^n before encrypting anything.
-            for n, user in enumerate(parties.users):
-                user.precompute(user.values_needed(updates_arr[n]))
-            for n, user in enumerate(parties.users):
-                start = time.perf_counter()
-                msgs = user.encrypt(updates_arr[n].reshape(-1))
-                enc_seconds += time.perf_counter() - start
-                values_encrypted += sum(len(m.ciphertexts) for m in msgs)
-                bytes_sent += sum(len(m.ciphertexts) * (width + 8) for m in msgs)
-                round_msgs.extend(msgs)
-            w_bar = parties.aggregator.average(round_msgs, parties.keygen).reshape(shape)
+            secure = secure_round(parties, t, updates_arr.reshape(n_users, -1), width)
+            enc_seconds += secure.encryption_seconds
+            values_encrypted += secure.values_encrypted
+            bytes_sent += secure.bytes_sent
+            w_bar = secure.mean.reshape(shape)
             max_err = max(max_err, float(np.max(np.abs(w_bar - plain_mean))))
-            messages_log.append(round_msgs)
+            messages_log.append(secure.messages)
         else:
             w_bar = plain_mean
             bytes_sent += n_users * dim * 8

@@ -47,6 +47,7 @@ FILE_FIXTURES: dict[str, Callable[[], dict[str, Path]]] = {
     "dphe_table3_celeba": lambda: write_celeba_layout(Path("celeba")),
     "dphe_table4_sensitive_places": lambda: {"features": write_feature_file(Path("table4.npz"), attributes=1)},
     "dphe_table5_video_attributes": lambda: {"features": write_feature_file(Path("table5.npz"), attributes=12)},
+    "dphe_table6_clustering": lambda: {"features": write_feature_file(Path("table6.npz"), classes=3)},
 }
 
 

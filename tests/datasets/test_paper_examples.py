@@ -118,6 +118,9 @@ CASES = {
     "dphe_table4_sensitive_places": (_feature_file(attributes=1), [*DPHE_FEATURES, "datasets.0.test_fraction=0.25",
                                                                    "datasets.0.init_fraction=0.1"], 4),
     "dphe_table5_video_attributes": (_feature_file(attributes=12), DPHE_FEATURES, 4),
+    # none and dphe x centroid-leakage; gradient-leakage does not apply to centroids (skipped)
+    "dphe_table6_clustering": (_feature_file(classes=3), ["datasets.0.n_users=3", "defenses.0.rounds=2",
+                                                          "defenses.1.rounds=2", "defenses.1.key_bits=512"], 2),
     "album_table1_geolocation": (write_geotagged_photos, ALBUM, 3),
     "album_table2_min_deletions": (
         write_geotagged_photos, [*ALBUM, "datasets.0.collection=[R-2]", "defenses.0.time_limit=5"], 4,
@@ -173,6 +176,15 @@ def _table4_report(tracker: Tracker, experiment: str, out: Path) -> None:
     assert "| collection=R-8, mode=milp-budget | " in files.markdown
 
 
+def _table6_report(tracker: Tracker, experiment: str, out: Path) -> None:
+    """The header's report command gives Table 6: one AMI per method, DPHE's equal to plain k-means'."""
+    files = write_report(tracker, experiment, out, ["utility/ami", "utility/update_sparsity"], log_to_parent=False)
+    section = files.markdown.split("**utility/ami**", 1)[1].split("**utility/", 1)[0]
+    assert "| attack \\ defense | dphe | none |" in section, section
+    row = re.search(r"\| centroid-leakage \| (\d\.\d{3}) \| (\d\.\d{3}) \|", section)
+    assert row and row[1] == row[2], section
+
+
 #: config -> a check of its report (the command in the config's header)
 def _utility_report(*metrics: str):
     """The header's report command gives one number per defense for each of the table's measures."""
@@ -191,4 +203,5 @@ REPORTS = {
     "dphe_table3_celeba": _utility_report("utility/test_accuracy", "utility/average_precision"),
     "dphe_table4_sensitive_places": _utility_report("utility/average_precision"),
     "dphe_table5_video_attributes": _utility_report("utility/map_top10"),
+    "dphe_table6_clustering": _table6_report,
 }
