@@ -231,11 +231,11 @@ def test_frontier_from_a_real_store(toy_registry, tracker, tmp_path):
     result = run_matrix(cfg, build_matrix(cfg, toy_registry), tracker, quiet=True, cache_dir=str(tmp_path / "cache"))
     assert len(result.finished) == 8 and not result.failed
     # By hand: utility = 1 - level - waste; the strongest attack's success = max(1 - level, 0.3).
-    expected = {  # label: (utility, worst success, strongest attack, on the front)
-        "toy-level(level=0,waste=0)": (1.0, 1.0, "toy-read(floor=0,gain=1)", True),
-        "toy-level(level=0.5,waste=0)": (0.5, 0.5, "toy-read(floor=0,gain=1)", True),
-        "toy-level(level=0.5,waste=0.2)": (0.3, 0.5, "toy-read(floor=0,gain=1)", False),  # dominated by the one above
-        "toy-level(level=0.9,waste=0)": (0.1, 0.3, "toy-read(floor=0.3,gain=0)", True),
+    expected = {  # label (the settings that differ from the defaults): (utility, worst success, strongest attack, on the front)
+        "toy-level": (1.0, 1.0, "toy-read", True),
+        "toy-level(level=0.5)": (0.5, 0.5, "toy-read", True),
+        "toy-level(level=0.5,waste=0.2)": (0.3, 0.5, "toy-read", False),  # dominated by the one above
+        "toy-level(level=0.9)": (0.1, 0.3, "toy-read(floor=0.3,gain=0)", True),
     }
     with pytest.raises(VisprivError, match="not a utility metric"):
         write_report(tracker, "toy", tmp_path / "bad", frontiers=[("attack/success", "utility/kept")], log_to_parent=False)
@@ -249,8 +249,8 @@ def test_frontier_from_a_real_store(toy_registry, tracker, tmp_path):
     for label, (u, worst, attack, front) in expected.items():
         assert got[label][0] == pytest.approx(u) and got[label][1] == pytest.approx(worst)
         assert got[label][2:] == (attack, front), label
-    assert "| toy-level(level=0.5,waste=0.2) | 0.300 | 0.500 | toy-read(floor=0,gain=1) |  |" in out.markdown
-    assert "| toy-level(level=0.9,waste=0) | 0.100 | 0.300 | toy-read(floor=0.3,gain=0) | yes |" in out.markdown
+    assert "| toy-level(level=0.5,waste=0.2) | 0.300 | 0.500 | toy-read |  |" in out.markdown
+    assert "| toy-level(level=0.9) | 0.100 | 0.300 | toy-read(floor=0.3,gain=0) | yes |" in out.markdown
     page = (tmp_path / "report" / "report.html").read_text()
     assert 'id="frontiers"' in page and "frontier_toy__utility_kept__attack_success.png" in page
     assert (tmp_path / "report" / "frontier_toy__utility_kept__attack_success.png").stat().st_size > 0

@@ -279,8 +279,8 @@ def load_bundled_digits(size: int = 32) -> ColourImages:
     network to learn in a few hundred federated rounds (LeNet: ~90 % test accuracy), so the
     utility side of a defense can be read on it; nothing is downloaded.
     """
-    from sklearn.datasets import load_digits
     from skimage.transform import resize
+    from sklearn.datasets import load_digits
 
     _check_size(size)
     digits = load_digits()
