@@ -63,7 +63,7 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
 def plugins(name: str | None, kind: str | None, as_json: bool, strict: bool) -> None:
     """List registered plugins, or show plugin NAME with its config parameters."""
     from vispriv.harness.plugin import plugin_info
-    from vispriv.harness.schema import config_schema
+    from vispriv.harness.schema import config_schema, plain_text
 
     registry = _registry(strict)
     classes = registry.all(kind)
@@ -87,16 +87,18 @@ def plugins(name: str | None, kind: str | None, as_json: bool, strict: bool) -> 
         # FROM: the distribution that registered the plugin (`vispriv` for the built-ins).
         click.echo(_text_table(["KIND", "NAME", "SCENARIO", "VERSION", "FROM", "DESCRIPTION"],
                                [[r["kind"], r["name"], r["scenario"], r["version"], _distribution(r["source"]),
-                                 r["description"]] for r in rows],
+                                 plain_text(r["description"])] for r in rows],
                                total_width=120))
         click.echo("\n`vispriv plugins NAME` shows a plugin's parameters.")
 
 
 def _plugin_page(info: dict) -> str:  # type: ignore[type-arg]
     """The detail view of one plugin: what it is, what flows through it, its parameters."""
+    from vispriv.harness.schema import plain_text
+
     flow = f"{', '.join(info['consumes']) or '-'} -> {', '.join(info['produces']) or '-'}"
     head = [f"{info['kind']} {info['name']} {info['version']} (scenario {info['scenario']}; from {info['source']})",
-            info["description"], f"payloads: {flow}", ""]
+            plain_text(info["description"]), f"payloads: {flow}", ""]
     params = _schema_rows(info["config"])
     if not params:
         return "\n".join([*head, "parameters: none"])
@@ -111,10 +113,14 @@ UTILITY_ONLY_MARK = "[utility only]"
 
 
 def _schema_rows(schema: list, prefix: str = "") -> list[list[str]]:  # type: ignore[type-arg]
+    """The rows of the parameter table: nested configs' fields as dotted names, descriptions as plain text."""
+    from vispriv.harness.schema import plain_text
+
     rows = []
     for f in schema:
         default = "required" if f["required"] else json.dumps(f["default"])
-        description = f"{UTILITY_ONLY_MARK} {f['description']}".rstrip() if f["utility_only"] else f["description"]
+        text = plain_text(f["description"])
+        description = f"{UTILITY_ONLY_MARK} {text}".rstrip() if f["utility_only"] else text
         if "fields" in f:
             rows.append([prefix + f["name"], f["type"], "(below)", f["bounds"], description])
             rows.extend(_schema_rows(f["fields"], prefix + f["name"] + "."))

@@ -20,6 +20,7 @@ from pydantic_core import to_jsonable_python
 from vispriv.harness.config import MatrixConfig, format_validation_error
 from vispriv.harness.errors import ConfigError, PluginError
 from vispriv.harness.hashing import stable_hash
+from vispriv.harness.labels import config_label
 from vispriv.harness.plugin import PluginConfig, _Plugin
 from vispriv.harness.registry import Registry
 from vispriv.harness.seeds import chain_seeds, stage_seed_key
@@ -31,7 +32,7 @@ class Stage:
 
     cls: type[_Plugin]
     config: PluginConfig
-    #: Parameters the config set explicitly (shown in labels even when equal to the default).
+    #: Parameters the config set explicitly (part of a metric's hash key even when equal to the default).
     explicit: tuple[str, ...] = ()
 
     @property
@@ -73,20 +74,11 @@ class Stage:
         return out
 
     def label(self) -> str:
-        """``name`` or ``name(k=v,...)`` with the parameters the config set."""
-        params = ",".join(f"{k}={_short(v)}" for k, v in sorted(self.overrides().items()))
-        return f"{self.name}({params})" if params else self.name
+        """``name`` or ``name(k=v,...)`` with the settings that differ from the defaults (:mod:`.labels`)."""
+        return config_label(self.name, self.config)
 
     def instance(self) -> _Plugin:
         return self.cls(self.config)
-
-
-def _short(value: Any) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    if isinstance(value, (list, tuple)):
-        return "[" + "/".join(_short(v) for v in value) + "]"
-    return str(value)
 
 
 @dataclass(frozen=True)

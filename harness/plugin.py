@@ -38,6 +38,14 @@ class PluginConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    def ignored_fields(self) -> frozenset[str]:
+        """The fields this config's other values make the plugin ignore (left out of its label).
+
+        None by default; a plugin with modes overrides it (album-pruning ignores
+        ``time_limit`` when ``mode`` is ``greedy``).
+        """
+        return frozenset()
+
 
 def _existing_folder(root: str) -> str:
     if root and not Path(root).expanduser().is_dir():

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from vispriv.harness.errors import VisprivError
-from vispriv.harness.matrix import _short
+from vispriv.harness.labels import relabel, short_value
 from vispriv.harness.tracking import Tracker, store_location
 
 
@@ -131,40 +131,14 @@ def sense_text(metric: str, higher_is_better: bool, colour: bool = True) -> str:
 
 
 def config_labels(rows: list[CellRow], kind: str) -> dict[str, str]:
-    """A compact label for each ``kind`` (``"defense"`` or ``"attack"``) label of ``rows``.
+    """The label every view shows for each ``kind`` (``"dataset"``, ``"defense"`` or ``"attack"``) label of ``rows``.
 
-    The plugin's name, followed by the params that vary between the configs of that
-    plugin among ``rows`` (for nested configs only their varying keys, as in
-    :func:`param_pivot`): ``invert-ldp`` where one config ran, ``ldp-feat(epsilon=4.0)``.
-    Configs are compared within a scenario only (tables and galleries are per scenario, and
-    one name -- ``none`` -- may be a different plugin in each). Where two labels of a
-    scenario would collide the full label is kept.
+    It is the label the run logged, made by :func:`vispriv.harness.labels.config_label` as
+    progress lines and ``--dry-run`` print it (the settings that differ from the defaults,
+    nested ones as dotted keys); a label logged by an older version of the harness is
+    rewritten into that form (:func:`~vispriv.harness.labels.relabel`).
     """
-    by_scenario: dict[str, list[CellRow]] = defaultdict(list)
-    for r in rows:
-        by_scenario[r.scenario].append(r)
-    out: dict[str, str] = {}
-    for group in by_scenario.values():
-        for full, short in _labels_within(group, kind).items():
-            out[full] = short if out.get(full, short) == short else full
-    return out
-
-
-def _labels_within(rows: list[CellRow], kind: str) -> dict[str, str]:
-    by_name: dict[str, list[CellRow]] = defaultdict(list)
-    for r in rows:
-        by_name[r.params.get(kind, getattr(r, kind))].append(r)
-    out: dict[str, str] = {}
-    for name, group in by_name.items():
-        keys = sorted({k for r in group for k in r.params if k.startswith(kind + ".")})
-        varying = [k for k in keys if len({r.params.get(k) for r in group}) > 1]
-        shown = {k: _varying_part([r for r in group if k in r.params], k) for k in varying}
-        for r in group:
-            parts = [shown[k](r.params[k]) if k in r.params else f"{k.split('.')[-1]}=?" for k in varying]
-            out[getattr(r, kind)] = f"{name}({','.join(parts)})" if parts else name
-    if len(set(out.values())) < len(out):
-        return {full: full for full in out}
-    return out
+    return {getattr(r, kind): relabel(getattr(r, kind)) for r in rows}
 
 
 def _fmt(v: float, digits: int) -> str:
@@ -197,9 +171,9 @@ def collect(
             CellRow(
                 run_id=run.info.run_id,
                 scenario=tags.get("vispriv.scenario", "?"),
-                dataset=tags.get("vispriv.dataset", "?"),
-                defense=tags.get("vispriv.defense", "?"),
-                attack=tags.get("vispriv.attack", "?"),
+                dataset=relabel(tags.get("vispriv.dataset", "?")),
+                defense=relabel(tags.get("vispriv.defense", "?")),
+                attack=relabel(tags.get("vispriv.attack", "?")),
                 params=dict(run.data.params),
                 metrics={k: _unclamp(v) for k, v in run.data.metrics.items()},
                 higher_is_better=json.loads(tags.get("vispriv.higher_is_better", "{}")),
@@ -306,7 +280,7 @@ def _varying_part(rows: list[CellRow], param: str):
 
     def label(value: str) -> str:
         obj = json.loads(value)
-        return ",".join(f"{k}={_short(obj.get(k))}" for k in keys) or f"{name}=default"
+        return ",".join(f"{k}={short_value(obj.get(k))}" for k in keys) or f"{name}=default"
 
     return label
 
@@ -318,7 +292,7 @@ def value_text(text: str) -> str:
         value = json.loads(text)
     except ValueError:
         return text
-    return text if isinstance(value, str) else _short(value)
+    return text if isinstance(value, str) else short_value(value)
 
 
 def _sort_key(text: str) -> tuple[int, float, str]:

@@ -11,7 +11,8 @@ config of a scenario (and dataset, where a scenario has several) is one point:
 
 A point is on the Pareto front when no other point is at least as good for the
 defender on both axes and better on one (better utility by its direction, less attack
-success). Points are labelled by the params that vary (:func:`vispriv.harness.report.config_labels`).
+success). Points are numbered on the plot and named in a key beside it, by the labels every
+view of the report shows (:func:`vispriv.harness.report.config_labels`).
 
 The no-defense baseline (``none``) belongs on every frontier: it logs its utility where the
 scenario measures one; where it logged none and the utility is a cost (lower is better),
@@ -181,8 +182,11 @@ def frontier_png(f: Frontier, path: Path) -> Path:
 
 
 def frontier_figure(f: Frontier) -> Any:
-    """Scatter of the points, the Pareto front as a line, each point labelled.
+    """Scatter of the points, the Pareto front as a line, each point numbered; a key beside
+    the axes names the config of each number.
 
+    Labels never print on top of one another: points too close to be told apart share one
+    annotation (``1, 2``), and the configs' labels are listed in the key, one per line.
     The y axis runs from the attack failing (bottom) to the attack succeeding (top)
     whatever the metric's direction, so the defender's ideal is always at the bottom and
     at the better end of x. Infinite values are drawn at the edge of the axes, marked.
@@ -192,13 +196,36 @@ def frontier_figure(f: Frontier) -> Any:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.6), layout="constrained")
-    finite_y = [p.privacy for p in f.points if math.isfinite(p.privacy)] or [0.0]
+    fig, (ax, key) = plt.subplots(1, 2, figsize=(8.4, 4.6), layout="constrained", width_ratios=[3, 1.6])
+    shown_y = _shown_privacy(f.points)
+    _draw_points(ax, f, shown_y)
+    for numbers, (x, y) in _number_groups(f.points, shown_y):
+        ax.annotate(", ".join(map(str, numbers)), (x, y), textcoords="offset points", xytext=(4, 4),
+                    ha="left", va="bottom", fontsize=7, fontweight="bold")
+    _draw_key(key, f.points)
+    ax.margins(x=0.12, y=0.12)
+    if not f.privacy_higher_is_better:
+        ax.invert_yaxis()
+    ax.set_xlabel(f"{f.utility}  ({sense_text(f.utility, f.utility_higher_is_better, colour=False)})", fontsize=8)
+    ax.set_ylabel(f"{f.privacy}, strongest attack\n(up = attack succeeds)", fontsize=8)
+    ideal = "bottom right" if f.utility_higher_is_better else "bottom left"
+    ax.set_title(textwrap.fill(f"privacy-utility frontier ({f.scenario}); ideal: {ideal}", 70), fontsize=9)
+    ax.legend(fontsize=7, loc="best")
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def _shown_privacy(points: list[FrontierPoint]) -> dict[int, float]:
+    """Where each point is drawn on y: its privacy, or just past the finite ones when infinite."""
+    finite_y = [p.privacy for p in points if math.isfinite(p.privacy)] or [0.0]
     lo, hi = min(finite_y), max(finite_y)
     pad = 0.08 * (hi - lo) if hi > lo else 0.1 * (abs(hi) or 1.0)
-    shown_y = {id(p): p.privacy if math.isfinite(p.privacy) else (hi + 2 * pad if p.privacy > 0 else lo - 2 * pad)
-               for p in f.points}
-    x_lo, x_hi = min(p.utility for p in f.points), max(p.utility for p in f.points)
+    return {id(p): p.privacy if math.isfinite(p.privacy) else (hi + 2 * pad if p.privacy > 0 else lo - 2 * pad)
+            for p in points}
+
+
+def _draw_points(ax: Any, f: Frontier, shown_y: dict[int, float]) -> None:
+    """The Pareto front as a line and every point as a marker (triangle: infinite privacy)."""
     front = sorted((p for p in f.points if p.on_front), key=lambda p: p.utility)
     ax.plot([p.utility for p in front], [shown_y[id(p)] for p in front], "-", color="#1f3a5f", linewidth=1.5,
             label="Pareto front", zorder=1)
@@ -209,17 +236,33 @@ def frontier_figure(f: Frontier) -> Any:
         legend_done.add(p.on_front)
         ax.scatter(p.utility, shown_y[id(p)], s=42, marker=marker, zorder=2, label=label,
                    color="#1f3a5f" if p.on_front else "#9aa3ad", edgecolor="black", linewidth=0.5)
+
+
+#: Points closer than this share of the axes' span (x, y) share one annotation.
+NEAR = (0.12, 0.06)
+
+
+def _number_groups(points: list[FrontierPoint], shown_y: dict[int, float]) -> list[tuple[list[int], tuple[float, float]]]:
+    """The points' numbers (1-based, in :attr:`Frontier.points` order) grouped by nearness,
+    each group with the position of its first point."""
+    xs, ys = [p.utility for p in points], [shown_y[id(p)] for p in points]
+    span_x, span_y = (max(xs) - min(xs)) or 1.0, (max(ys) - min(ys)) or 1.0
+    groups: list[tuple[list[int], tuple[float, float]]] = []
+    for i, (x, y) in enumerate(zip(xs, ys), start=1):
+        near = next((g for g in groups if abs(g[1][0] - x) <= NEAR[0] * span_x and abs(g[1][1] - y) <= NEAR[1] * span_y),
+                    None)
+        if near is None:
+            groups.append(([i], (x, y)))
+        else:
+            near[0].append(i)
+    return groups
+
+
+def _draw_key(ax: Any, points: list[FrontierPoint]) -> None:
+    """The numbered list of the points' labels (infinite privacy values written out)."""
+    ax.axis("off")
+    lines = []
+    for i, p in enumerate(points, start=1):
         text = p.label + ("" if math.isfinite(p.privacy) else f" ({_fmt(p.privacy, 3)})")
-        right = p.utility > (x_lo + x_hi) / 2  # labels point inwards, so none leaves the axes
-        ax.annotate(textwrap.fill(text, 28), (p.utility, shown_y[id(p)]), textcoords="offset points",
-                    xytext=(-5 if right else 5, 5), ha="right" if right else "left", va="bottom", fontsize=6)
-    ax.margins(x=0.08, y=0.12)
-    if not f.privacy_higher_is_better:
-        ax.invert_yaxis()
-    ax.set_xlabel(f"{f.utility}  ({sense_text(f.utility, f.utility_higher_is_better, colour=False)})", fontsize=8)
-    ax.set_ylabel(f"{f.privacy}, strongest attack\n(up = attack succeeds)", fontsize=8)
-    ideal = "bottom right" if f.utility_higher_is_better else "bottom left"
-    ax.set_title(textwrap.fill(f"privacy-utility frontier ({f.scenario}); ideal: {ideal}", 70), fontsize=9)
-    ax.legend(fontsize=7, loc="best")
-    ax.grid(alpha=0.3)
-    return fig
+        lines.append(textwrap.fill(f"{i}  {text}", 40, subsequent_indent="   "))
+    ax.text(0.0, 1.0, "\n".join(lines), transform=ax.transAxes, va="top", ha="left", fontsize=6.5, family="monospace")

@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from vispriv.harness.labels import relabel
 from vispriv.harness.report import DPI, CellRow, Pivot, _fmt, heatmap_size
 from vispriv.harness.report_deletions import DeletionTable
 from vispriv.harness.report_deletions import to_html as deletions_html
@@ -124,7 +125,8 @@ def failed_cells(tracker: Any, experiment_id: str, finished: set[str], parent_id
         if h in finished or h in seen:
             continue
         seen.add(h)
-        label = f"{tags.get('vispriv.attack', '?')} vs {tags.get('vispriv.defense', '?')} ({tags.get('vispriv.scenario', '?')})"
+        attack, defense = relabel(tags.get("vispriv.attack", "?")), relabel(tags.get("vispriv.defense", "?"))
+        label = f"{attack} vs {defense} ({tags.get('vispriv.scenario', '?')})"
         out.append((label, tags.get("vispriv.error", "").splitlines()[0] if tags.get("vispriv.error") else ""))
     return out
 

@@ -12,6 +12,7 @@ descriptions from ``Field(description=...)``. A nested config model (e.g. a defe
 from __future__ import annotations
 
 import math
+import re
 import types
 import typing
 from typing import Any, Literal, Union
@@ -61,10 +62,32 @@ def type_label(annotation: Any) -> str:
         return " | ".join(type_label(a) for a in args)
     if origin is typing.Annotated:
         return type_label(args[0])
+    if annotation is Ellipsis:
+        return "..."
     if origin is not None:
         name = getattr(origin, "__name__", str(origin))
         return f"{name}[{', '.join(type_label(a) for a in args)}]" if args else name
     return getattr(annotation, "__name__", str(annotation))
+
+
+#: A reST role (``:func:`~a.b.c` ``, ``:class:`Name` ``), its target in group "target".
+_ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`(?P<target>[^`]+)`")
+#: Inline literals and interpreted text: ````x```` and ```x```.
+_LITERAL = re.compile(r"``(?P<a>[^`]+)``|`(?P<b>[^`]+)`")
+
+
+def plain_text(text: str) -> str:
+    """``text`` without reST markup, as a terminal shows it: ``:func:`~a.b.c` `` is ``c``,
+    ``:class:`a.B` `` is ``a.B``, a double-backquoted literal is its text."""
+    text = _ROLE.sub(lambda m: _role_target(m["target"]), text)
+    return _LITERAL.sub(lambda m: m["a"] or m["b"], text)
+
+
+def _role_target(target: str) -> str:
+    """What a role shows: ``Title <target>`` its title, ``~a.b.c`` its last part, else the target."""
+    if target.endswith(">") and " <" in target:
+        return target[: target.rindex(" <")]
+    return target[1:].rsplit(".", 1)[-1] if target.startswith("~") else target
 
 
 def _bounds(info: FieldInfo) -> str:

@@ -48,7 +48,30 @@ def load_image_folder(
     Ids are paths relative to ``root``. Unreadable files are skipped with a warning naming them.
     """
     root = Path(root).expanduser()
-    paths = list_images(root) if files is None else list(files)
+    return load_image_splits(root, size, {"all": list_images(root) if files is None else list(files)}, limit)["all"]
+
+
+def load_image_splits(root: str | Path, size: int, splits: dict[str, list[Path]], limit: int | None = None) -> dict[str, Images]:
+    """Each split's files (under ``root``) read as by :func:`load_image_folder`, at most ``limit`` per split.
+
+    The unreadable files of every split are named in one warning (one line for one cause);
+    a split with no readable image is an :class:`InputError`.
+    """
+    root = Path(root).expanduser()
+    read = {name: _read_images(root, paths, size, limit) for name, paths in splits.items()}
+    bad = [b for _, _, skipped in read.values() for b in skipped]
+    if bad:
+        warnings.warn(f"skipped {len(bad)} unreadable image file(s) in {root}: {', '.join(bad)}", stacklevel=3)
+    out = {}
+    for name, (arrays, ids, _) in read.items():
+        if not arrays:
+            raise InputError(f"no readable JPEG/PNG image in {str(root)!r}")
+        out[name] = Images(np.stack(arrays), ids)
+    return out
+
+
+def _read_images(root: Path, paths: list[Path], size: int, limit: int | None) -> tuple[list[np.ndarray], list[str], list[str]]:
+    """(square images, their ids, ``"file (reason)"`` of each unreadable one) of ``paths``."""
     arrays, ids, bad = [], [], []
     for path in paths:
         if limit is not None and len(arrays) >= limit:
@@ -59,11 +82,7 @@ def load_image_folder(
             ids.append(rel)
         except Exception as exc:  # noqa: BLE001 -- any decoder failure means "unreadable"
             bad.append(f"{rel} ({unreadable_reason(path, exc)})")
-    if bad:
-        warnings.warn(f"skipped {len(bad)} unreadable image file(s) in {root}: {', '.join(bad)}", stacklevel=2)
-    if not arrays:
-        raise InputError(f"no readable JPEG/PNG image in {str(root)!r}")
-    return Images(np.stack(arrays), ids)
+    return arrays, ids, bad
 
 
 def unreadable_reason(path: Path, exc: Exception) -> str:

@@ -8,13 +8,41 @@ same ``threads=1`` (one thread, as docs/album.md states), LPs included.
 
 from __future__ import annotations
 
+import functools
+import os
+import sys
+
 
 def solver_options(solver: str, time_limit: float | None = None) -> dict:
     """cvxpy ``solve`` keyword arguments: HiGHS gets one thread, a zero MIP gap and the time
     limit (seconds, at least 0.01); other solvers get none (their defaults)."""
     if solver.upper() != "HIGHS":
         return {}
+    silence_highs_banner()
     opts: dict = {"threads": 1, "mip_rel_gap": 0.0}
     if time_limit is not None:
         opts["time_limit"] = max(float(time_limit), 0.01)
     return opts
+
+
+@functools.cache
+def silence_highs_banner() -> None:
+    """Make the process's first HiGHS instance with stdout pointed at ``/dev/null``.
+
+    HiGHS writes its licence banner once per process, to the C-level stdout, when its first
+    instance is made -- before any option (``log_to_console``) can be set -- so it would print
+    in the middle of a run's output. Later instances print nothing unless ``verbose``.
+    """
+    try:
+        import highspy
+    except ImportError:
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)

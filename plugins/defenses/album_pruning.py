@@ -76,6 +76,17 @@ class NoPruning(Defense):
         )
 
 
+_SOLVER = frozenset({"formulation", "solver", "time_limit"})
+#: The settings each album-pruning mode does not read (left out of its label).
+IGNORED_BY_MODE: dict[str, frozenset[str]] = {
+    "greedy": _SOLVER | {"budget"},
+    "greedy-budget": _SOLVER,
+    "top1-exact": _SOLVER | {"budget"},
+    "milp-topk": frozenset({"budget"}),
+    "milp-budget": frozenset(),
+}
+
+
 class AlbumPruning(Defense):
     """Deletes as few photos as possible to push the true place out of the top-k."""
 
@@ -89,6 +100,10 @@ class AlbumPruning(Defense):
         theta: float = Field(0.0, ge=0, description="black-box margin added to the true place's proxy scores (eq. 8)")
         scores_from: Literal["proxy", "adversary"] = "proxy"
         keep_rank: int | None = Field(None, ge=1, description="keep the photo ranked r-th by true-place score (Fig. 2)")
+
+        def ignored_fields(self) -> frozenset[str]:
+            """The settings ``mode`` does not read: the solver's in the greedy and exact modes, the budget in the top-k ones."""
+            return IGNORED_BY_MODE[self.mode]
 
     name = "album-pruning"
     version = "1.0"

@@ -16,7 +16,7 @@ from pydantic import Field
 
 from vispriv.harness import CellContext, Dataset, FolderPath, Images, PluginConfig, Scene
 from vispriv.harness.data.bundled import crop_source_size, grid_crops
-from vispriv.harness.data.image_folder import list_images, load_image_folder, split_files
+from vispriv.harness.data.image_folder import list_images, load_image_splits, split_files
 from vispriv.harness.errors import InputError
 from vispriv.plugins.descriptor_release.config import SiftConfig
 from vispriv.plugins.descriptor_release.payloads import DescriptorPublic
@@ -102,5 +102,5 @@ class ImageFolder(Dataset):
         empty = [name for name, paths in splits.items() if not paths]
         if empty:
             raise InputError(f"image folder {str(root)!r} has {len(files)} images: too few to fill splits {empty}")
-        load = {name: load_image_folder(root, cfg.size, cfg.limit, paths) for name, paths in splits.items()}
+        load = load_image_splits(root, cfg.size, splits, cfg.limit)
         return Scene(private=load["test"], public=DescriptorPublic(load["lifting"], load["public"], cfg.sift))

@@ -46,7 +46,7 @@ from pydantic import Field
 
 from vispriv.harness import Cache, CellContext, Dataset, FolderPath, Images, PluginConfig, Scene
 from vispriv.harness.data.bundled import square_resize
-from vispriv.harness.data.image_folder import list_images, load_image_folder, split_files
+from vispriv.harness.data.image_folder import list_images, load_image_splits, split_files
 from vispriv.harness.errors import ConfigError, InputError
 from vispriv.plugins.descriptor_release.datasets import SCENARIO
 from vispriv.plugins.descriptor_release.frames import read_at_most
@@ -286,4 +286,5 @@ def public_halves(root: str | Path, size: int) -> tuple[Images, Images]:
     halves = split_files(list_images(root), root, test_fraction=0.0)
     if not halves["lifting"] or not halves["public"]:
         raise InputError(f"public_root {str(root)!r} needs at least 2 JPEG/PNG photos to fill the lifting and public halves")
-    return load_image_folder(root, size, files=halves["lifting"]), load_image_folder(root, size, files=halves["public"])
+    loaded = load_image_splits(root, size, {"lifting": halves["lifting"], "public": halves["public"]})
+    return loaded["lifting"], loaded["public"]

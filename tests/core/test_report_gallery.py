@@ -54,7 +54,7 @@ def test_report_stacks_every_cells_sample_under_the_truths(toy_registry, tracker
     run_matrix(cfg, build_matrix(cfg, toy_registry), tracker, quiet=True, cache_dir=str(tmp_path / "cache"))
     rows_samples = collect_samples(tracker, collect(tracker, "toy"))
     labels = sorted(s.label for s in rows_samples["toy"])
-    assert labels == ["toy-denoise vs toy-noise(sigma=0.05)", "toy-denoise vs toy-noise(sigma=0.2)"]
+    assert labels == ["toy-denoise(sample=True) vs toy-noise(sigma=0.05)", "toy-denoise(sample=True) vs toy-noise(sigma=0.2)"]
     (first,) = {s.ids for s in rows_samples["toy"]}
     assert len(first) == 3
     out = write_report(tracker, "toy", tmp_path / "rep", formats=["md", "html"], log_to_parent=False)

@@ -118,9 +118,9 @@ def _row(attack: str, defense: str, params: dict[str, str], metrics: dict[str, f
                    attack=attack, params=params, metrics=metrics, higher_is_better=kw.get("hib", {}), artifact_uri="")
 
 
-def test_labels_compare_configs_within_a_scenario_only():
-    """`none` is a defense of every scenario: the federated one's params must not label the
-    descriptor-release one ("none(rounds=?, ...)", as the demo's gallery showed)."""
+def test_report_names_a_config_by_its_run_label_even_when_it_ran_alone():
+    """Every view names a config as the run logged it (the settings that differ from the
+    defaults): `affine-lifting(m=2)`, not `affine-lifting` because it was the only one."""
     fed_a, fed_b = "none(rounds=3)", "none(rounds=5)"
     rows = [
         _row("invert-raw", "none", {"defense": "none"}, {}, scenario="descriptor-release"),
@@ -130,10 +130,10 @@ def test_labels_compare_configs_within_a_scenario_only():
         _row("gradient-leakage", fed_b, {"defense": "none", "defense.rounds": "5"}, {}, scenario="federated-learning"),
     ]
     assert config_labels(rows, "defense") == {
-        "none": "none", "affine-lifting(m=2)": "affine-lifting", fed_a: "none(rounds=3)", fed_b: "none(rounds=5)"}
+        "none": "none", "affine-lifting(m=2)": "affine-lifting(m=2)", fed_a: "none(rounds=3)", fed_b: "none(rounds=5)"}
 
 
-def test_labels_name_the_params_that_vary_never_a_cut_dict():
+def test_labels_of_older_runs_name_nested_settings_by_dotted_keys_never_a_dict():
     a1 = "invert-ldp(defense={'dictionary_size': 1024, 'm': 2},network={'steps': 300})"
     a2 = "invert-ldp(defense={'dictionary_size': 1024, 'm': 8},network={'steps': 300})"
     rows = [
@@ -143,13 +143,14 @@ def test_labels_name_the_params_that_vary_never_a_cut_dict():
              {"images/ssim": 0.1 * e + m / 100}, hib={"images/ssim": True})
         for a, m in ((a1, 2), (a2, 8)) for e in (4.0, 8.0)
     ]
-    assert config_labels(rows, "attack") == {a1: "invert-ldp(m=2)", a2: "invert-ldp(m=8)"}
-    assert config_labels(rows[:2], "attack") == {a1: "invert-ldp"}
+    new1, new2 = (f"invert-ldp(defense.dictionary_size=1024,defense.m={m},network.steps=300)" for m in (2, 8))
+    assert config_labels(rows, "attack") == {a1: new1, a2: new2}
+    assert config_labels(rows[:2], "attack") == {a1: new1}
     fig = curve_figure(rows, "defense.epsilon", "images/ssim", [])
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     xlabel = fig.axes[0].get_xlabel()
     matplotlib.pyplot.close(fig)
-    assert legend == ["invert-ldp(m=2)", "invert-ldp(m=8)"]
+    assert [t.replace("\n", "") for t in legend] == [new1, new2]  # wrapped at 60 characters
     assert "inf" not in xlabel  # no run has epsilon = inf
     rows.append(_row(a1, "ldp-feat(epsilon=inf)", {**rows[0].params, "defense.epsilon": "inf"}, {"images/ssim": 0.9},
                      hib={"images/ssim": True}))
@@ -230,11 +231,11 @@ def test_frontier_from_a_real_store(toy_registry, tracker, tmp_path):
     result = run_matrix(cfg, build_matrix(cfg, toy_registry), tracker, quiet=True, cache_dir=str(tmp_path / "cache"))
     assert len(result.finished) == 8 and not result.failed
     # By hand: utility = 1 - level - waste; the strongest attack's success = max(1 - level, 0.3).
-    expected = {  # label: (utility, worst success, strongest attack, on the front)
-        "toy-level(level=0,waste=0)": (1.0, 1.0, "toy-read(floor=0,gain=1)", True),
-        "toy-level(level=0.5,waste=0)": (0.5, 0.5, "toy-read(floor=0,gain=1)", True),
-        "toy-level(level=0.5,waste=0.2)": (0.3, 0.5, "toy-read(floor=0,gain=1)", False),  # dominated by the one above
-        "toy-level(level=0.9,waste=0)": (0.1, 0.3, "toy-read(floor=0.3,gain=0)", True),
+    expected = {  # label (the settings that differ from the defaults): (utility, worst success, strongest attack, on the front)
+        "toy-level": (1.0, 1.0, "toy-read", True),
+        "toy-level(level=0.5)": (0.5, 0.5, "toy-read", True),
+        "toy-level(level=0.5,waste=0.2)": (0.3, 0.5, "toy-read", False),  # dominated by the one above
+        "toy-level(level=0.9)": (0.1, 0.3, "toy-read(floor=0.3,gain=0)", True),
     }
     with pytest.raises(VisprivError, match="not a utility metric"):
         write_report(tracker, "toy", tmp_path / "bad", frontiers=[("attack/success", "utility/kept")], log_to_parent=False)
@@ -248,8 +249,8 @@ def test_frontier_from_a_real_store(toy_registry, tracker, tmp_path):
     for label, (u, worst, attack, front) in expected.items():
         assert got[label][0] == pytest.approx(u) and got[label][1] == pytest.approx(worst)
         assert got[label][2:] == (attack, front), label
-    assert "| toy-level(level=0.5,waste=0.2) | 0.300 | 0.500 | toy-read(floor=0,gain=1) |  |" in out.markdown
-    assert "| toy-level(level=0.9,waste=0) | 0.100 | 0.300 | toy-read(floor=0.3,gain=0) | yes |" in out.markdown
+    assert "| toy-level(level=0.5,waste=0.2) | 0.300 | 0.500 | toy-read |  |" in out.markdown
+    assert "| toy-level(level=0.9) | 0.100 | 0.300 | toy-read(floor=0.3,gain=0) | yes |" in out.markdown
     page = (tmp_path / "report" / "report.html").read_text()
     assert 'id="frontiers"' in page and "frontier_toy__utility_kept__attack_success.png" in page
     assert (tmp_path / "report" / "frontier_toy__utility_kept__attack_success.png").stat().st_size > 0
