@@ -17,6 +17,7 @@ it) into this form, so a report over older runs names configs the same way.
 from __future__ import annotations
 
 import ast
+import json
 import re
 from typing import Any
 
@@ -24,9 +25,35 @@ from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 
-def config_label(name: str, config: BaseModel) -> str:
-    """``name`` or ``name(k=v,...)`` with the settings of ``config`` that differ from its defaults."""
-    return join_label(name, settings(config))
+def config_label(name: str, config: BaseModel, keep: frozenset[str] = frozenset()) -> str:
+    """``name`` or ``name(k=v,...)`` with the settings of ``config`` that differ from its defaults,
+    and the dotted settings in ``keep`` whatever their value (a sweep's axes: in
+    ``noise_multiplier: [0.1, 1.0]`` the default 1.0 is named too, so the sweep's cells read apart)."""
+    values = settings(config)
+    if keep:
+        ignored, every = ignored_fields(config), all_settings(config)
+        values |= {k: every[k] for k in keep if k in every and k.split(".")[0] not in ignored}
+    return join_label(name, values)
+
+
+def all_settings(config: BaseModel, prefix: str = "") -> dict[str, Any]:
+    """Every setting of ``config``, default or not, as ``{dotted key: JSON-like value}``."""
+    out: dict[str, Any] = {}
+    for key in type(config).model_fields:
+        value = getattr(config, key)
+        if isinstance(value, BaseModel):
+            out.update(all_settings(value, f"{prefix}{key}."))
+            continue
+        plain = to_jsonable_python(value)
+        out.update(_flatten(prefix + key, plain, {}, True) if isinstance(plain, dict) else {prefix + key: plain})
+    return out
+
+
+def varying_keys(configs: list[BaseModel]) -> frozenset[str]:
+    """The dotted settings whose value differs between ``configs`` (the axes of one entry's sweep)."""
+    flat = [all_settings(c) for c in configs]
+    keys = set().union(*flat) if flat else set()
+    return frozenset(k for k in keys if len({json.dumps(f.get(k), sort_keys=True, default=str) for f in flat}) > 1)
 
 
 def join_label(name: str, values: dict[str, Any]) -> str:

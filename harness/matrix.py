@@ -20,7 +20,7 @@ from pydantic_core import to_jsonable_python
 from vispriv.harness.config import MatrixConfig, format_validation_error
 from vispriv.harness.errors import ConfigError, PluginError
 from vispriv.harness.hashing import stable_hash
-from vispriv.harness.labels import config_label
+from vispriv.harness.labels import config_label, varying_keys
 from vispriv.harness.plugin import PluginConfig, _Plugin
 from vispriv.harness.registry import Registry
 from vispriv.harness.seeds import chain_seeds, stage_seed_key
@@ -34,6 +34,8 @@ class Stage:
     config: PluginConfig
     #: Parameters the config set explicitly (part of a metric's hash key even when equal to the default).
     explicit: tuple[str, ...] = ()
+    #: Dotted settings its config entry sweeps: named in the label even at their default.
+    swept: frozenset[str] = frozenset()
 
     @property
     def name(self) -> str:
@@ -75,7 +77,7 @@ class Stage:
 
     def label(self) -> str:
         """``name`` or ``name(k=v,...)`` with the settings that differ from the defaults (:mod:`.labels`)."""
-        return config_label(self.name, self.config)
+        return config_label(self.name, self.config, self.swept)
 
     def instance(self) -> _Plugin:
         return self.cls(self.config)
@@ -249,14 +251,14 @@ def expand_entry(registry: Registry, kind: str, entry: Any, scenario: str | None
     if unknown:
         allowed = ", ".join(sorted(fields)) or "none (this plugin takes no parameters)"
         raise ConfigError(f"{kind} {cls.name!r}: unknown key {unknown[0]!r}; allowed: {allowed}")
-    stages = []
+    configs = []
     for combo in _sweep(params, fields, f"{kind} {cls.name!r}", ""):
         try:
-            config = cls.Config(**combo)
+            configs.append(cls.Config(**combo))
         except ValidationError as exc:
             raise ConfigError(f"{kind} {cls.name!r}: {format_validation_error(exc)}") from None
-        stages.append(Stage(cls, config, tuple(sorted(params))))
-    return stages
+    swept = varying_keys(configs)
+    return [Stage(cls, config, tuple(sorted(params)), swept) for config in configs]
 
 
 def _fits(produced: tuple[type, ...], consumed: tuple[type, ...]) -> bool:
