@@ -67,7 +67,7 @@ def test_a_sweep_names_its_axes_in_every_cell_even_at_the_default():
     registry = load_registry()
     stages = expand_entry(registry, "defense", {"name": "dp-sgd", "noise_multiplier": [0.1, 1.0], "max_grad_norm": 1.0})
     assert [s.label() for s in stages] == ["dp-sgd(noise_multiplier=0.1)", "dp-sgd(noise_multiplier=1)"]
-    nested = expand_entry(registry, "defense", {"name": "none", "matching": {"ratio": [0.8, 0.7]}})
+    nested = expand_entry(registry, "defense", {"name": "none", "matching": {"ratio": [0.8, 0.7]}}, "descriptor-release")
     assert len({s.label() for s in nested}) == 2 and all("matching.ratio=" in s.label() for s in nested)
 
 
