@@ -280,7 +280,6 @@ def load_bundled_digits(size: int = 32) -> ColourImages:
     utility side of a defense can be read on it; nothing is downloaded.
     """
     from skimage.transform import resize
-    from sklearn.datasets import load_digits
 
     _check_size(size)
     digits = load_digits_source()
