@@ -264,5 +264,5 @@ def _draw_key(ax: Any, points: list[FrontierPoint]) -> None:
     lines = []
     for i, p in enumerate(points, start=1):
         text = p.label + ("" if math.isfinite(p.privacy) else f" ({_fmt(p.privacy, 3)})")
-        lines.append(textwrap.fill(f"{i}  {text}", 40, subsequent_indent="   "))
+        lines.append(textwrap.fill(f"{i}  {text}", 40, subsequent_indent="   ", break_on_hyphens=False))
     ax.text(0.0, 1.0, "\n".join(lines), transform=ax.transAxes, va="top", ha="left", fontsize=6.5, family="monospace")

@@ -41,10 +41,11 @@ def _images(name: str, arr: np.ndarray) -> np.ndarray:
 
 
 def to_tensor(images: np.ndarray) -> torch.Tensor:
-    """(N, H, W, C) numpy in [0, 1] -> (N, C, H, W) float32 tensor."""
+    """(N, H, W, C) numpy in [0, 1] -> (N, C, H, W) float32 tensor, always a copy: a release's
+    arrays are read-only, and with C = 1 the transposed view would share their memory."""
     import torch
 
-    return torch.from_numpy(np.ascontiguousarray(np.asarray(images, np.float32).transpose(0, 3, 1, 2)))
+    return torch.from_numpy(np.asarray(images, np.float32).transpose(0, 3, 1, 2).copy())
 
 
 def to_numpy(images: torch.Tensor) -> np.ndarray:
