@@ -3,7 +3,9 @@
 Rows are the latest FINISHED cell run per cell hash in an experiment (or in one parent
 run). Each table pivots one metric: a row per attack (chain), a column per defense (with
 the dataset when a matrix has several). Where a metric has a standard error
-(``<metric>_se``) the table shows ``mean ± se``.
+(``<metric>_se``) the table shows ``mean ± se``. A cell run more than once under other
+matrix seeds (``--set seed=N`` into one store) shows the mean over its runs ± the standard
+error across them.
 
 Colours take the defender's point of view (:func:`green_when_high`): a utility metric
 (``utility/...``) is green at the better end of its direction; every other metric scores
@@ -227,13 +229,33 @@ def pivot(rows: list[CellRow], metric: str) -> list[Pivot]:
         p.notes = sorted({r.provenance for r in rs if r.provenance})
         p.higher_is_better = next((r.higher_is_better.get(metric, True) for r in rs), True)
         p.short = {k: short[k] for r in rs for k in (r.attack, r.defense)}
+        runs: dict[tuple[str, str], list[CellRow]] = defaultdict(list)
         for r in rs:
-            key = (r.attack, r.defense)
-            p.values[key] = r.metrics[metric]
-            if metric + "_se" in r.metrics:
-                p.errors[key] = r.metrics[metric + "_se"]
+            runs[(r.attack, r.defense)].append(r)
+        repeated = 0
+        for key, same in runs.items():
+            p.values[key], error = _over_runs([r.metrics[metric] for r in same])
+            if error is not None:
+                p.errors[key] = error
+                repeated = max(repeated, len(same))
+            elif metric + "_se" in same[0].metrics:
+                p.errors[key] = same[0].metrics[metric + "_se"]
+        if repeated:
+            p.notes.append(f"cells run more than once (other matrix seeds): mean ± standard error over "
+                           f"their runs (up to {repeated})")
         out.append(p)
     return out
+
+
+def _over_runs(values: list[float]) -> tuple[float, float | None]:
+    """One cell's value over its runs: the value itself for one run; for several (the same cell
+    under other matrix seeds), their mean and its standard error (sample std / sqrt(n))."""
+    if len(values) == 1:
+        return values[0], None
+    n = len(values)
+    mean = sum(values) / n
+    var = sum((v - mean) ** 2 for v in values) / (n - 1)
+    return mean, math.sqrt(var / n)
 
 
 def param_pivot(rows: list[CellRow], metric: str, row_params: list[str], col_param: str) -> list[Pivot]:

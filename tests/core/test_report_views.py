@@ -231,8 +231,8 @@ def test_frontier_from_a_real_store(toy_registry, tracker, tmp_path):
     result = run_matrix(cfg, build_matrix(cfg, toy_registry), tracker, quiet=True, cache_dir=str(tmp_path / "cache"))
     assert len(result.finished) == 8 and not result.failed
     # By hand: utility = 1 - level - waste; the strongest attack's success = max(1 - level, 0.3).
-    expected = {  # label (the settings that differ from the defaults): (utility, worst success, strongest attack, on the front)
-        "toy-level": (1.0, 1.0, "toy-read", True),
+    expected = {  # label (non-default settings and the sweep's axis): (utility, worst success, strongest attack, on the front)
+        "toy-level(level=0)": (1.0, 1.0, "toy-read", True),
         "toy-level(level=0.5)": (0.5, 0.5, "toy-read", True),
         "toy-level(level=0.5,waste=0.2)": (0.3, 0.5, "toy-read", False),  # dominated by the one above
         "toy-level(level=0.9)": (0.1, 0.3, "toy-read(floor=0.3,gain=0)", True),
@@ -279,3 +279,18 @@ def test_report_command_draws_frontiers(run_cli, write_config, tmp_path):
     assert "**Privacy-utility frontier** (toy): x = utility/distortion (utility: lower is better), y = images/ssim of the strongest attack" in rep.stdout
     assert "| toy-noise(sigma=0.05) | 0.050 |" in rep.stdout and (tmp_path / "reports" / "report.html").exists()
     assert rep.stdout.count("| yes |") == 2
+
+
+def test_a_cell_run_under_several_matrix_seeds_is_their_mean_and_standard_error():
+    """Repeats of one cell (other matrix seeds in one store) are averaged, never the last one shown."""
+    from vispriv.harness.report import pivot
+
+    runs = [CellRow(run_id=f"r{i}", scenario="s", dataset="d", defense="dphe", attack="dlg", params={},
+                    metrics={"images/psnr": v}, higher_is_better={}, artifact_uri="") for i, v in enumerate([10.0, 12.0, 17.0])]
+    alone = CellRow(run_id="x", scenario="s", dataset="d", defense="none", attack="dlg", params={},
+                    metrics={"images/psnr": 30.0, "images/psnr_se": 0.5}, higher_is_better={}, artifact_uri="")
+    (p,) = pivot([*runs, alone], "images/psnr")
+    assert p.values[("dlg", "dphe")] == pytest.approx(13.0)
+    assert p.errors[("dlg", "dphe")] == pytest.approx(np.sqrt(13.0 / 3))  # sample variance (9 + 1 + 16) / 2
+    assert p.values[("dlg", "none")] == 30.0 and p.errors[("dlg", "none")] == 0.5
+    assert any("up to 3" in note for note in p.notes)
