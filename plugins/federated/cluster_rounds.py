@@ -23,9 +23,8 @@ import numpy as np
 from vispriv.harness import CellContext
 from vispriv.harness.errors import InputError
 from vispriv.plugins.federated import kmeans
-from vispriv.plugins.federated import paillier as pl
 from vispriv.plugins.federated.payloads import FederatedData, FederatedPublic
-from vispriv.plugins.federated.protocol import DpheSettings, FederatedRun, Parties, sample_schedule, secure_round
+from vispriv.plugins.federated.protocol import DpheSettings, FederatedRun, Parties, RoundLedger, sample_schedule
 
 
 @dataclass(frozen=True)
@@ -71,13 +70,11 @@ def _rounds(
     ctx: CellContext,
     parties: Parties | None,
 ) -> FederatedRun:
-    n_users, shape = private.n_users, (private.n_classes, private.dim)
-    width = pl.ciphertext_bytes(parties.keygen.public_key) if parties is not None else 0
+    n_users = private.n_users
     c_bar = kmeans.seed_centroids(public.init_features, private.n_classes, private.schedule_seed, settings.lam)
     counts = np.zeros((n_users, private.n_classes))
-    averages, all_updates, targets, messages_log, sparsities = [c_bar], [], [], [], []
-    ami = [kmeans.adjusted_mutual_information(c_bar, private.test_features, private.test_labels)]
-    enc_seconds, values_encrypted, bytes_sent, max_err = 0.0, 0, 0, 0.0
+    ledger = RoundLedger(parties, [c_bar], [kmeans.adjusted_mutual_information(c_bar, private.test_features,
+                                                                                private.test_labels)])
 
     for t in ctx.progress(range(rounds), desc="federated k-means rounds", total=rounds):
         updates, used = [], []
@@ -89,42 +86,6 @@ def _rounds(
             )
             updates.append(c_new)
             used.append(rows[local_rows])
-        updates_arr = np.stack(updates)
-        sparsities.append(float(np.mean(updates_arr == 0.0)))
-        plain_mean = updates_arr.mean(axis=0)
-        if parties is not None:
-            secure = secure_round(parties, t, updates_arr.reshape(n_users, -1), width)
-            enc_seconds += secure.encryption_seconds
-            values_encrypted += secure.values_encrypted
-            bytes_sent += secure.bytes_sent
-            c_bar = secure.mean.reshape(shape)
-            max_err = max(max_err, float(np.max(np.abs(c_bar - plain_mean))))
-            messages_log.append(secure.messages)
-        else:
-            c_bar = plain_mean
-            bytes_sent += n_users * int(np.prod(shape)) * 8
-        averages.append(c_bar)
-        all_updates.append(updates_arr)
-        targets.append(used)
-        ami.append(kmeans.adjusted_mutual_information(c_bar, private.test_features, private.test_labels))
-
-    return FederatedRun(
-        averages=np.stack(averages),
-        updates=np.stack(all_updates),
-        targets=targets,
-        accuracy=ami,
-        sparsity=sparsities,
-        messages=messages_log,
-        modulus=int(parties.keygen.public_key.n) if parties is not None else 0,
-        ciphertext_width=width,
-        capacity=parties.aggregator.capacity if parties is not None else 0,
-        encryption_seconds=enc_seconds,
-        offline_seconds=parties.offline_seconds if parties is not None else 0.0,
-        values_encrypted=values_encrypted,
-        bytes_per_user_round=bytes_sent / (n_users * rounds),
-        secure_max_abs_error=max_err if parties is not None else float("nan"),
-        uncovered_slots=np.stack(parties.aggregator.uncovered_log) if parties is not None else np.zeros((0, 0), bool),
-        permutation_groups=(
-            np.arange(rounds) if parties is not None and parties.keygen.fresh_permutations else np.zeros(rounds, np.int64)
-        ),
-    )
+        c_bar = ledger.publish(t, np.stack(updates), used)
+        ledger.scores.append(kmeans.adjusted_mutual_information(c_bar, private.test_features, private.test_labels))
+    return ledger.run(rounds, n_users)

@@ -33,6 +33,14 @@ from vispriv.plugins.federated.feature_file import FeatureTable, align_to, read_
 from vispriv.plugins.federated.payloads import FederatedData
 
 
+#: The settings each source leaves unread.
+IGNORED_BY_SOURCE: dict[str, frozenset[str]] = {
+    "bundled": frozenset({"features", "ids", "labels", "attributes", "partition"}),
+    "file": frozenset({"attributes", "partition", "bundled_labels"}),
+    "celeba": frozenset({"labels", "bundled_labels"}),
+}
+
+
 class FederatedFeaturesConfig(PluginConfig):
     source: Literal["file", "celeba", "bundled"] = "bundled"
     features: str = Field("", description="file / celeba: the .npz (features, ids[, labels, names]) or .npy file")
@@ -48,6 +56,10 @@ class FederatedFeaturesConfig(PluginConfig):
     init_fraction: float = Field(0.1, gt=0, lt=1)
     standardise: bool = True
     max_per_user: int | None = Field(None, ge=1)
+
+    def ignored_fields(self) -> frozenset[str]:
+        """The settings ``source`` does not read (left out of the cell's label)."""
+        return IGNORED_BY_SOURCE[self.source]
 
     @model_validator(mode="after")
     def _files_read(self) -> FederatedFeaturesConfig:

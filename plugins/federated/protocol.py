@@ -144,6 +144,75 @@ def secure_round(parties: Parties, t: int, updates: np.ndarray, width: int) -> S
     return SecureRound(parties.aggregator.average(messages, parties.keygen), messages, seconds, values, sent)
 
 
+@dataclass
+class RoundLedger:
+    """The record every federated learner keeps round by round (classifiers here, k-means in
+    :mod:`.cluster_rounds`): the published averages, the users' updates and the rows each used,
+    the test score per round, and what Algorithm 1 cost. :meth:`publish` averages one round's
+    updates, through ``parties`` (Algorithm 1) or in plaintext; :meth:`run` is the result."""
+
+    parties: Parties | None
+    averages: list[np.ndarray]
+    scores: list[float]
+    updates: list[np.ndarray] = field(default_factory=list)
+    targets: list[list[np.ndarray]] = field(default_factory=list)
+    messages: list[list[Message]] = field(default_factory=list)
+    sparsity: list[float] = field(default_factory=list)
+    encryption_seconds: float = 0.0
+    values_encrypted: int = 0
+    bytes_sent: int = 0
+    max_error: float = 0.0
+
+    @property
+    def width(self) -> int:
+        """Bytes of one ciphertext (0 in plaintext)."""
+        return pl.ciphertext_bytes(self.parties.keygen.public_key) if self.parties is not None else 0
+
+    def publish(self, t: int, updates: np.ndarray, used: list[np.ndarray]) -> np.ndarray:
+        """Round ``t``'s published average of the users' updates (N, *shape), recorded."""
+        self.sparsity.append(float(np.mean(updates == 0.0)))
+        plain_mean = updates.mean(axis=0)
+        if self.parties is not None:
+            secure = secure_round(self.parties, t, updates.reshape(len(updates), -1), self.width)
+            self.encryption_seconds += secure.encryption_seconds
+            self.values_encrypted += secure.values_encrypted
+            self.bytes_sent += secure.bytes_sent
+            mean = secure.mean.reshape(updates.shape[1:])
+            self.max_error = max(self.max_error, float(np.max(np.abs(mean - plain_mean))))
+            self.messages.append(secure.messages)
+        else:
+            mean = plain_mean
+            self.bytes_sent += updates.size * 8
+        self.averages.append(mean)
+        self.updates.append(updates)
+        self.targets.append(used)
+        return mean
+
+    def run(self, rounds: int, n_users: int) -> FederatedRun:
+        """The rounds as one :class:`FederatedRun`."""
+        parties = self.parties
+        return FederatedRun(
+            averages=np.stack(self.averages),
+            updates=np.stack(self.updates),
+            targets=self.targets,
+            accuracy=self.scores,
+            sparsity=self.sparsity,
+            messages=self.messages,
+            modulus=int(parties.keygen.public_key.n) if parties is not None else 0,
+            ciphertext_width=self.width,
+            capacity=parties.aggregator.capacity if parties is not None else 0,
+            encryption_seconds=self.encryption_seconds,
+            offline_seconds=parties.offline_seconds if parties is not None else 0.0,
+            values_encrypted=self.values_encrypted,
+            bytes_per_user_round=self.bytes_sent / (n_users * rounds),
+            secure_max_abs_error=self.max_error if parties is not None else float("nan"),
+            uncovered_slots=(np.stack(parties.aggregator.uncovered_log) if parties is not None
+                             else np.zeros((0, 0), bool)),
+            permutation_groups=(np.arange(rounds) if parties is not None and parties.keygen.fresh_permutations
+                                else np.zeros(rounds, np.int64)),
+        )
+
+
 def secure_mean(updates: np.ndarray, settings: DpheSettings) -> tuple[np.ndarray, dict[str, float]]:
     """One averaging of N flat update vectors (N, D) through Algorithm 1 with fresh parties, and what it cost.
 
@@ -204,16 +273,9 @@ def _run_rounds(
     perturb: Perturb | None,
 ) -> FederatedRun:
     n_users = private.n_users
-    shape = (private.n_classes, private.dim + 1)
-    dim = int(np.prod(shape))
     noise_rng = ctx.rng("federated-rounds")
-    width = pl.ciphertext_bytes(parties.keygen.public_key) if parties is not None else 0
     w_bar = initial_classifier(public, cfg)
-    averages = [w_bar]
-    all_updates, targets, messages_log = [], [], []
-    acc = [linear.accuracy(w_bar, private.test_features, private.test_labels)]
-    sparsities: list[float] = []
-    enc_seconds, values_encrypted, bytes_sent, max_err = 0.0, 0, 0, 0.0
+    ledger = RoundLedger(parties, [w_bar], [linear.accuracy(w_bar, private.test_features, private.test_labels)])
 
     for t in ctx.progress(range(rounds), desc="federated rounds", total=rounds):
         updates, used = [], []
@@ -225,42 +287,6 @@ def _run_rounds(
                 w_new = perturb(n, w_bar, w_new, noise_rng)
             updates.append(w_new)
             used.append(rows[local_rows])
-        updates_arr = np.stack(updates)
-        sparsities.append(float(np.mean(updates_arr == 0.0)))
-        plain_mean = updates_arr.mean(axis=0)
-        if parties is not None:
-            secure = secure_round(parties, t, updates_arr.reshape(n_users, -1), width)
-            enc_seconds += secure.encryption_seconds
-            values_encrypted += secure.values_encrypted
-            bytes_sent += secure.bytes_sent
-            w_bar = secure.mean.reshape(shape)
-            max_err = max(max_err, float(np.max(np.abs(w_bar - plain_mean))))
-            messages_log.append(secure.messages)
-        else:
-            w_bar = plain_mean
-            bytes_sent += n_users * dim * 8
-        averages.append(w_bar)
-        all_updates.append(updates_arr)
-        targets.append(used)
-        acc.append(linear.accuracy(w_bar, private.test_features, private.test_labels))
-
-    return FederatedRun(
-        averages=np.stack(averages),
-        updates=np.stack(all_updates),
-        targets=targets,
-        accuracy=acc,
-        sparsity=sparsities,
-        messages=messages_log,
-        modulus=int(parties.keygen.public_key.n) if parties is not None else 0,
-        ciphertext_width=width,
-        capacity=parties.aggregator.capacity if parties is not None else 0,
-        encryption_seconds=enc_seconds,
-        offline_seconds=parties.offline_seconds if parties is not None else 0.0,
-        values_encrypted=values_encrypted,
-        bytes_per_user_round=bytes_sent / (n_users * rounds),
-        secure_max_abs_error=max_err if parties is not None else float("nan"),
-        uncovered_slots=np.stack(parties.aggregator.uncovered_log) if parties is not None else np.zeros((0, 0), bool),
-        permutation_groups=(
-            np.arange(rounds) if parties is not None and parties.keygen.fresh_permutations else np.zeros(rounds, np.int64)
-        ),
-    )
+        w_bar = ledger.publish(t, np.stack(updates), used)
+        ledger.scores.append(linear.accuracy(w_bar, private.test_features, private.test_labels))
+    return ledger.run(rounds, n_users)

@@ -155,3 +155,10 @@ def test_the_milp_solver_prints_no_banner():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "optimal"
+
+
+def test_feature_dataset_label_leaves_out_the_files_its_source_does_not_read():
+    registry = load_registry()
+    (stage,) = expand_entry(registry, "dataset", {"name": "federated-clustering", "source": "bundled",
+                                                  "features": "/path/to/caltech101.npz"})
+    assert stage.label() == "federated-clustering"
