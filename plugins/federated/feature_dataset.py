@@ -32,7 +32,6 @@ from vispriv.plugins.federated.data import INIT, TEST, TRAIN, LabelledImages, sp
 from vispriv.plugins.federated.feature_file import FeatureTable, align_to, read_features, read_labels
 from vispriv.plugins.federated.payloads import FederatedData
 
-
 #: The settings each source leaves unread.
 IGNORED_BY_SOURCE: dict[str, frozenset[str]] = {
     "bundled": frozenset({"features", "ids", "labels", "attributes", "partition"}),
