@@ -181,7 +181,7 @@ def _table6_report(tracker: Tracker, experiment: str, out: Path) -> None:
     files = write_report(tracker, experiment, out, ["utility/ami", "utility/update_sparsity"], log_to_parent=False)
     section = files.markdown.split("**utility/ami**", 1)[1].split("**utility/", 1)[0]
     assert re.search(r"\| attack \\ defense \| dphe(\([^|]*\))? \| none(\([^|]*\))? \|", section), section
-    row = re.search(r"\| centroid-leakage \| (\d\.\d{3}) \| (\d\.\d{3}) \|", section)
+    row = re.search(r"\| centroid-leakage \| (-?\d\.\d{3}) \| (-?\d\.\d{3}) \|", section)
     assert row and row[1] == row[2], section
 
 
