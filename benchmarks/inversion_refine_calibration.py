@@ -27,7 +27,7 @@ import numpy as np
 
 from vispriv.harness import Cache, CellContext, Images
 from vispriv.harness.data.bundled import grid_crops, load_bundled
-from vispriv.harness.report_paired import overlap_robust_se
+from vispriv.harness.report.paired import overlap_robust_se
 from vispriv.plugins.attacks.clustering import ClusteringAttack
 from vispriv.plugins.attacks.inversion import InvertRaw
 from vispriv.plugins.defenses.affine_lifting import AffineLifting
