@@ -82,7 +82,7 @@ def save_reconstruction_sample(path: Path, ids: Sequence[str], truth: np.ndarray
     """Save a few (truth, estimate) image pairs as 8-bit arrays for the report's side-by-side gallery.
 
     ``truth`` and ``estimate`` are (N, H, W, C) in [0, 1] with the same shape. The report
-    (:func:`vispriv.harness.report_gallery.gallery_png`) stacks the samples of every cell
+    (:func:`vispriv.harness.report.gallery.gallery_png`) stacks the samples of every cell
     that shows the same ids, one row per cell, under one row of truths.
     """
     truth, estimate = np.asarray(truth), np.asarray(estimate)

@@ -265,10 +265,10 @@ def _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, q
 def report(experiment, metrics, formats, out_dir, curves, tables, frontiers, paired, paired_ids, paired_cells,  # type: ignore[no-untyped-def]
            budget_deletions, budget_pairs, parent, tracking_uri, no_log):
     """Pivot attack x defense tables (with heatmaps) from MLflow."""
-    from vispriv.harness import report_deletions
     from vispriv.harness.paths import check_folder
+    from vispriv.harness.report import deletions as report_deletions
     from vispriv.harness.report import write_report
-    from vispriv.harness.report_frontier import parse_spec
+    from vispriv.harness.report.frontier import parse_spec
     from vispriv.harness.tracking import Tracker
 
     check_folder(out_dir, "report folder", "choose another --out")

@@ -10,7 +10,7 @@ at distance 0 in V, where Eq. (1)'s 1/dist weight makes them the estimate.
 
 |V| and |U| (the paper gives neither) default to |W| / 8 (at least 16) and 1: the pair an
 attacker holding W picks by lifting descriptors of its *own* photos with W and measuring
-the recovery error (benchmarks/database_attack_calibration.py on the bundled ``public``
+the recovery error (benchmarks/probes/database_attack_calibration.py on the bundled ``public``
 split, disjoint from W's photos and from the private ones; docs/inversion.md, session 6).
 There, at W = 4,096 and m = 2, |V| 512 / |U| 1 recovers d at mean L2 .146 against .487 for
 |V| 16 / |U| 4, and the farthest-from-a rows of a larger V win at m = 4 and 8 too.

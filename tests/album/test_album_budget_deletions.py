@@ -24,7 +24,7 @@ from vispriv.harness.execute import clear_memo
 from vispriv.harness.matrix import build_matrix
 from vispriv.harness.registry import load_registry
 from vispriv.harness.report import CellRow, collect
-from vispriv.harness.report_deletions import (
+from vispriv.harness.report.deletions import (
     deleted_then_kept,
     kept_masks,
     parse_pairs,

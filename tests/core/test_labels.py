@@ -23,7 +23,7 @@ from vispriv.harness.labels import config_label, relabel
 from vispriv.harness.matrix import build_matrix, expand_entry
 from vispriv.harness.registry import load_registry
 from vispriv.harness.report import collect, config_labels
-from vispriv.harness.report_frontier import Frontier, FrontierPoint, frontier_figure
+from vispriv.harness.report.frontier import Frontier, FrontierPoint, frontier_figure
 from vispriv.harness.runner import run_matrix
 from vispriv.harness.schema import plain_text, type_label
 

@@ -16,10 +16,10 @@ from click.testing import CliRunner
 from vispriv.harness.cli import cli
 from vispriv.harness.report import CellRow, Pivot, config_labels, heatmap_figure, pivot
 from vispriv.harness.report import to_markdown as table_markdown
-from vispriv.harness.report_frontier import frontiers
-from vispriv.harness.report_frontier import to_markdown as frontier_markdown
-from vispriv.harness.report_paired import Ladder, Step
-from vispriv.harness.report_paired import to_markdown as ladder_markdown
+from vispriv.harness.report.frontier import frontiers
+from vispriv.harness.report.frontier import to_markdown as frontier_markdown
+from vispriv.harness.report.paired import Ladder, Step
+from vispriv.harness.report.paired import to_markdown as ladder_markdown
 from vispriv.harness.tracking import Tracker
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -196,7 +196,7 @@ def test_heatmap_width_follows_the_column_count():
 
     w5, w9 = heatmap_size(pivot_of(5))[0], heatmap_size(pivot_of(9))[0]
     assert w9 - w5 == pytest.approx(4 * 1.1)  # 1.1 inch per column
-    from vispriv.harness import report_html
+    from vispriv.harness.report import html as report_html
 
     page = report_html.page("x", "", "sqlite:///x", [], [report_html.Section("s", tables=[(pivot_of(7), "h.png")])], [], [])
     px = int(re.search(r'alt="heatmap of images/ssim" style="max-width:min\(100%,(\d+)px\)"', page).group(1))

@@ -10,7 +10,7 @@ from vispriv.harness.artifacts import save_reconstruction_sample, spread_indices
 from vispriv.harness.config import validate_config
 from vispriv.harness.matrix import build_matrix
 from vispriv.harness.report import collect, write_report
-from vispriv.harness.report_gallery import Sample, collect_samples, gallery_pngs, merge_identical, ranked
+from vispriv.harness.report.gallery import Sample, collect_samples, gallery_pngs, merge_identical, ranked
 from vispriv.harness.runner import run_matrix
 
 

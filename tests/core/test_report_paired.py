@@ -12,7 +12,7 @@ from vispriv.harness.config import validate_config
 from vispriv.harness.errors import VisprivError
 from vispriv.harness.matrix import build_matrix
 from vispriv.harness.report import CellRow, collect, write_report
-from vispriv.harness.report_paired import ladders, overlap_robust_se, per_image_scores
+from vispriv.harness.report.paired import ladders, overlap_robust_se, per_image_scores
 from vispriv.harness.runner import run_matrix
 
 

@@ -30,8 +30,8 @@ from vispriv.harness.report import (
     heatmap_figure,
     write_report,
 )
-from vispriv.harness.report_frontier import frontiers, parse_spec, worst_case
-from vispriv.harness.report_html import hue
+from vispriv.harness.report.frontier import frontiers, parse_spec, worst_case
+from vispriv.harness.report.html import hue
 from vispriv.harness.runner import run_matrix
 from vispriv.plugins.metrics.album import ProtectedK
 from vispriv.plugins.metrics.classification import TopKAccuracy

@@ -205,7 +205,7 @@ def test_bad_configs_and_inputs(lifted, scene, ctx):
 
 
 def test_database_attack_default_v_is_an_eighth_of_w():
-    """|V| = max(16, |W| / 8), never past |W| - n_adv (the calibration of benchmarks/database_attack_calibration.py)."""
+    """|V| = max(16, |W| / 8), never past |W| - n_adv (the calibration of benchmarks/probes/database_attack_calibration.py)."""
     assert default_v_size(4096, 1) == 512
     assert default_v_size(1024, 2) == 128
     assert default_v_size(64, 2) == 16

@@ -95,7 +95,7 @@ class RefineConfig(PluginConfig):
     release, matching the subspace alone (``points: none``) beat matching the recovery's
     estimate, the estimate plus the subspace, or the nearest candidate, with or without the
     subspace (clustering on Table 1's crops, docs/inversion.md session 8), and so it did on the
-    attacker's own held-out photos (``benchmarks/inversion_refine_calibration.py``), where a
+    attacker's own held-out photos (``benchmarks/probes/inversion_refine_calibration.py``), where a
     subspace weight of 3 beat 1 (paired SSIM +.084 vs +.065 over the network alone) and 200
     steps did not beat 100 -- hence the defaults.
     """

@@ -10,7 +10,7 @@ photos -- and prints, per m, the mean L2 distance between the L2-normalised esti
 the true descriptor, and its ratio to the paper-sized baseline (|V| 16, |U| 4) measured in
 the same run. ``--split test`` repeats it on the private photos as a check only.
 
-    .venv/bin/python benchmarks/database_attack_calibration.py --w-size 4096 --m 2,4,8
+    .venv/bin/python benchmarks/probes/database_attack_calibration.py --w-size 4096 --m 2,4,8
 """
 
 from __future__ import annotations

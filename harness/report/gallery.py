@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from vispriv.harness.artifacts import RECONSTRUCTION_SAMPLE, save_image_grid
-from vispriv.harness.report import CellRow, config_labels
+from vispriv.harness.report.tables import CellRow, config_labels
 
 
 @dataclass

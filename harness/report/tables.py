@@ -12,8 +12,8 @@ Colours take the defender's point of view (:func:`green_when_high`): a utility m
 an attack, its direction (the run's ``vispriv.higher_is_better`` tag) says how good the
 *attack* is, and the end where the attack succeeds is red. Each title says which.
 Heatmap ticks and curve legends name configs by the params that vary between them
-(:func:`config_labels`). The HTML page is laid out by :mod:`vispriv.harness.report_html`,
-privacy-utility frontiers are computed by :mod:`vispriv.harness.report_frontier`.
+(:func:`config_labels`). The HTML page is laid out by :mod:`vispriv.harness.report.html`,
+privacy-utility frontiers are computed by :mod:`vispriv.harness.report.frontier`.
 """
 
 from __future__ import annotations
@@ -522,25 +522,29 @@ def write_report(
 ) -> ReportFiles:
     """Write tables, heatmaps and curves for ``experiment`` into ``out_dir``.
 
-    The HTML page (:mod:`vispriv.harness.report_html`) also shows up to ``grids_per_scenario``
+    The HTML page (:mod:`vispriv.harness.report.html`) also shows up to ``grids_per_scenario``
     PNG artifacts of the cell runs (reconstruction grids), copied into ``out_dir/grids``.
     ``cell_hashes`` limits the report to those cells (e.g. the current matrix's).
     ``tables`` (``(row_params, col_param)`` pairs, :func:`param_pivot`) replace the
     attack x defense pivots with parameter tables, the readable view of a sweep.
     ``frontiers`` (``(utility, privacy)`` metric pairs) add a privacy-utility frontier
-    per scenario (:mod:`vispriv.harness.report_frontier`), first in the report.
+    per scenario (:mod:`vispriv.harness.report.frontier`), first in the report.
     ``gallery``: stack the reconstruction samples the cells logged, one row per cell
-    (:mod:`vispriv.harness.report_gallery`).
+    (:mod:`vispriv.harness.report.gallery`).
     ``paired``: metrics whose per-image CSVs rank the cells with paired differences
-    between neighbours (:mod:`vispriv.harness.report_paired`); ``paired_ids`` (a regular
+    between neighbours (:mod:`vispriv.harness.report.paired`); ``paired_ids`` (a regular
     expression) keeps only the images whose id matches, e.g. disjoint crops; ``paired_cells``
     only the cells whose label matches.
     ``budget_deletions`` (``(row_params, budget_param)`` pairs): per row config and pair of
     budgets (``budget_pairs``, else each budget with the next), the fraction of the photos
     deleted at the lower budget but kept at the higher, from the cells' kept masks
-    (:mod:`vispriv.harness.report_deletions`, Table 4 of album pruning).
+    (:mod:`vispriv.harness.report.deletions`, Table 4 of album pruning).
     """
-    from vispriv.harness import report_deletions, report_frontier, report_gallery, report_html, report_paired
+    from vispriv.harness.report import deletions as report_deletions
+    from vispriv.harness.report import frontier as report_frontier
+    from vispriv.harness.report import gallery as report_gallery
+    from vispriv.harness.report import html as report_html
+    from vispriv.harness.report import paired as report_paired
 
     formats = formats or ["md"]
     rows = collect(tracker, experiment, parent_id, cell_hashes)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from vispriv.harness.errors import VisprivError
-from vispriv.harness.report import (
+from vispriv.harness.report.tables import (
     CellRow,
     _fmt,
     config_labels,

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from vispriv.harness.errors import VisprivError
-from vispriv.harness.report import CellRow, config_labels, is_utility, sense_text
+from vispriv.harness.report.tables import CellRow, config_labels, is_utility, sense_text
 
 #: Artifact names that carry per-image scores end with this.
 PER_IMAGE_SUFFIX = "_per_image.csv"

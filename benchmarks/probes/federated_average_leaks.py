@@ -14,8 +14,8 @@
 Digits (sklearn 8x8), ``max_per_user`` images per user, hinge loss, one SGD sample per
 round, lr 0.05, one cell seed per repetition.
 
-    .venv/bin/python benchmarks/federated_average_leaks.py isolation --users 3 5 --reg 0 0.01 --rounds 40 --seeds 5
-    .venv/bin/python benchmarks/federated_average_leaks.py slots --rounds 40 --reg 0.01 --users 5
+    .venv/bin/python benchmarks/probes/federated_average_leaks.py isolation --users 3 5 --reg 0 0.01 --rounds 40 --seeds 5
+    .venv/bin/python benchmarks/probes/federated_average_leaks.py slots --rounds 40 --reg 0.01 --users 5
 """
 
 from __future__ import annotations

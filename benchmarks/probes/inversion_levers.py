@@ -9,9 +9,9 @@ its standard error) and against the mean-image predictor (the mean public crop).
 Run (each condition trains at most ``--minutes``; trained nets are cached in
 .vispriv-cache, so a rerun only evaluates)::
 
-    nice -n 10 .venv/bin/python benchmarks/inversion_levers.py --steps 250 --minutes 6 \
+    nice -n 10 .venv/bin/python benchmarks/probes/inversion_levers.py --steps 250 --minutes 6 \
         --conditions base,dense-step4 --reference base
-    nice -n 10 .venv/bin/python benchmarks/inversion_levers.py --steps 250 --minutes 6 \
+    nice -n 10 .venv/bin/python benchmarks/probes/inversion_levers.py --steps 250 --minutes 6 \
         --conditions dense-step4,dense-step4-l1-only,dense-step4-no-augment,dense-step8 \
         --reference dense-step4 --long 14
 """

@@ -15,7 +15,7 @@ half-overlapping grid of each photo at 320 px, as Table 1) compare the settings 
 Prints SSIM per setting and the paired difference to the network alone (± s.e. over the
 held-out crops, and the overlap-robust s.e. of ``vispriv report --paired``).
 
-    .venv/bin/python benchmarks/inversion_refine_calibration.py --cache-dir /tmp/s8/calib
+    .venv/bin/python benchmarks/probes/inversion_refine_calibration.py --cache-dir /tmp/s8/calib
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 
 from vispriv.harness import Cache, CellContext, Images
 from vispriv.harness.data.bundled import grid_crops, load_bundled
-from vispriv.harness.report_paired import overlap_robust_se
+from vispriv.harness.report.paired import overlap_robust_se
 from vispriv.plugins.attacks.clustering import ClusteringAttack
 from vispriv.plugins.attacks.inversion import InvertRaw
 from vispriv.plugins.defenses.affine_lifting import AffineLifting

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from vispriv.harness.labels import relabel
-from vispriv.harness.report import DPI, CellRow, Pivot, _fmt, heatmap_size
-from vispriv.harness.report_deletions import DeletionTable
-from vispriv.harness.report_deletions import to_html as deletions_html
-from vispriv.harness.report_frontier import Frontier, axes_text, missing_text
-from vispriv.harness.report_paired import Ladder, order_text, sense
+from vispriv.harness.report.deletions import DeletionTable
+from vispriv.harness.report.deletions import to_html as deletions_html
+from vispriv.harness.report.frontier import Frontier, axes_text, missing_text
+from vispriv.harness.report.paired import Ladder, order_text, sense
+from vispriv.harness.report.tables import DPI, CellRow, Pivot, _fmt, heatmap_size
 
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d232a;background:#fafafa}
@@ -165,7 +165,7 @@ def table_html(p: Pivot) -> str:
 
 
 def ladder_html(ladder: Ladder) -> str:
-    """Paired differences between adjacent cells (:mod:`vispriv.harness.report_paired`); gaps under 2 s.e. in red."""
+    """Paired differences between adjacent cells (:mod:`vispriv.harness.report.paired`); gaps under 2 s.e. in red."""
     rows = []
     for i, st in enumerate(ladder.steps, 1):
         gap = "–" if st.diff is None else f"{st.diff:+.3f}" + ("" if st.diff_se is None else f" ± {st.diff_se:.3f}")

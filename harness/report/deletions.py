@@ -53,7 +53,7 @@ import numpy as np
 
 from vispriv.harness.artifacts import KEPT_MASKS, read_kept_masks
 from vispriv.harness.errors import VisprivError
-from vispriv.harness.report import CellRow, _as_float, _sort_key, _varying_part, config_labels, value_text
+from vispriv.harness.report.tables import CellRow, _as_float, _sort_key, _varying_part, config_labels, value_text
 
 
 @dataclass
@@ -310,7 +310,7 @@ def _blank(value: float | None) -> str:
 
 
 def to_html(t: DeletionTable) -> str:
-    """The table as HTML for the report page (:mod:`vispriv.harness.report_html`)."""
+    """The table as HTML for the report page (:mod:`vispriv.harness.report.html`)."""
     head = "".join(f"<th>{html.escape(t.pair_label(p))}</th>" for p in t.pairs)
     body = []
     for r in t.rows:

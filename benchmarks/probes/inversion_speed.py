@@ -4,7 +4,7 @@ All variants run in this one process on the same synthetic batches (8 crops, ~20
 keypoints each), interleaved over several rounds, and each variant's best round counts,
 so the ratios hold roughly whatever else loads the machine; absolute images/s do not. Run::
 
-    .venv/bin/python benchmarks/inversion_speed.py
+    .venv/bin/python benchmarks/probes/inversion_speed.py
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ difference to the network alone (± s.e. over the 64 half-overlapping crops: the
 is smaller, see docs/results.md). Also prints how well the differentiable SIFT proxy agrees
 with the released descriptors on the truth. Pass the cache of a Table 1 run to reuse its net:
 
-    .venv/bin/python benchmarks/inversion_refine_probe.py --cache /tmp/s6/t1cold/cache \
+    .venv/bin/python benchmarks/probes/inversion_refine_probe.py --cache /tmp/s6/t1cold/cache \
         --settings '[[100, 0.01, 1, 0], [100, 0.01, 20, 0], [100, 0.01, 1, 0.3], [100, 0.01, 5, 1]]'
 """
 

@@ -5,7 +5,7 @@ Per mode: median cosine of the estimate with the true descriptor, and the share 
 estimates that *are* an adversarial row (cosine > 0.99 with one of them). Bundled images
 (``size`` px), W and Z of ``database_size`` rows, m = ``--m``.
 
-    .venv/bin/python benchmarks/lifting_modes.py --m 4 --size 96 --database-size 256
+    .venv/bin/python benchmarks/probes/lifting_modes.py --m 4 --size 96 --database-size 256
 """
 
 from __future__ import annotations

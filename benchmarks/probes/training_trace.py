@@ -9,9 +9,9 @@ first record where two traces differ and which tensors differ there. With the sa
 SIFT and seeds, two runs that differ must differ in some op's arithmetic: the first
 differing tensor names it (docs/paper-scale.md, "Same numbers on the same machine").
 
-    .venv/bin/python benchmarks/training_trace.py run /tmp/r1.jsonl -- matrix benchmarks/training_probe.yaml \\
+    .venv/bin/python benchmarks/probes/training_trace.py run /tmp/r1.jsonl -- matrix benchmarks/probes/training_probe.yaml \\
         --quiet --tracking-uri sqlite:////tmp/r1/m.db --cache-dir /tmp/r1/c
-    .venv/bin/python benchmarks/training_trace.py compare /tmp/r1.jsonl /tmp/r2.jsonl
+    .venv/bin/python benchmarks/probes/training_trace.py compare /tmp/r1.jsonl /tmp/r2.jsonl
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ The refinement settings are :class:`RefineConfig`'s defaults (100 Adam steps, pr
 with the subspace weight of ``--subspace-weight`` (1: the setting of the first comparison;
 the calibrated default is 3). Pass the cache of a Table 1 run to reuse its networks:
 
-    .venv/bin/python benchmarks/inversion_refine_targets.py --cache /tmp/s7/t1cold/cache
+    .venv/bin/python benchmarks/probes/inversion_refine_targets.py --cache /tmp/s7/t1cold/cache
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ the held-out test photos, i.e. the private images of examples/table1_inversion.y
 Prints the mean SSIM with its standard error over crops (crops overlap: the effective n is
 smaller) and writes a truth / reconstruction grid with ``--png``. Trained nets are cached.
 
-    nice -n 10 .venv/bin/python benchmarks/inversion_table1_probe.py --public-size 320 \
+    nice -n 10 .venv/bin/python benchmarks/probes/inversion_table1_probe.py --public-size 320 \
         --geometry 1 --net '{"steps": 600, "gradient_weight": 1.0}' --png /tmp/probe.png
 """
 

@@ -1,0 +1,67 @@
+"""Reports from the MLflow store: the pivots and figures (:mod:`.tables`), the HTML page
+(:mod:`.html`), privacy-utility frontiers (:mod:`.frontier`), paired ladders (:mod:`.paired`),
+reconstruction galleries (:mod:`.gallery`) and budget-deletion tables (:mod:`.deletions`).
+
+The names of :mod:`.tables` are re-exported here, so ``from vispriv.harness.report import
+write_report`` reads as it did when the report was one module.
+"""
+
+from vispriv.harness.report.tables import (
+    DPI,
+    CellRow,
+    Pivot,
+    ReportFiles,
+    _as_float,
+    _fmt,
+    _sort_key,
+    _varying_part,
+    collect,
+    config_labels,
+    curve_figure,
+    curve_png,
+    green_when_high,
+    heatmap_figure,
+    heatmap_png,
+    heatmap_size,
+    is_utility,
+    metric_names,
+    param_pivot,
+    pivot,
+    resolve_metric,
+    save_figure,
+    sense_text,
+    to_csv,
+    to_markdown,
+    value_text,
+    write_report,
+)
+
+__all__ = [
+    "DPI",
+    "CellRow",
+    "Pivot",
+    "ReportFiles",
+    "_as_float",
+    "_fmt",
+    "_sort_key",
+    "_varying_part",
+    "collect",
+    "config_labels",
+    "curve_figure",
+    "curve_png",
+    "green_when_high",
+    "heatmap_figure",
+    "heatmap_png",
+    "heatmap_size",
+    "is_utility",
+    "metric_names",
+    "param_pivot",
+    "pivot",
+    "resolve_metric",
+    "save_figure",
+    "sense_text",
+    "to_csv",
+    "to_markdown",
+    "value_text",
+    "write_report",
+]
