@@ -15,7 +15,7 @@ def vispriv_register_datasets(register):
     from vispriv.plugins.descriptor_release.scene_trees import SceneTrees
 
     register(SceneTrees)
-    from vispriv.plugins.descriptor_release.localisation_dataset import Localisation
+    from vispriv.plugins.descriptor_release.localisation.dataset import Localisation
 
     register(Localisation)
 

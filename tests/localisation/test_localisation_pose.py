@@ -16,9 +16,9 @@ from vispriv.plugins.descriptor_release.localisation import (
     pose_errors,
     summarise,
 )
-from vispriv.plugins.descriptor_release.localisation_dataset import Localisation
-from vispriv.plugins.descriptor_release.localisation_reader import View
-from vispriv.plugins.descriptor_release.localisation_render import look_at
+from vispriv.plugins.descriptor_release.localisation.dataset import Localisation
+from vispriv.plugins.descriptor_release.localisation.reader import View
+from vispriv.plugins.descriptor_release.localisation.render import look_at
 from vispriv.plugins.descriptor_release.matching import MatchingConfig, evaluate_utility
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "localisation.yaml"

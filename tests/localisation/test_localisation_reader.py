@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from vispriv.harness.errors import InputError
-from vispriv.plugins.descriptor_release.localisation_reader import quaternion_matrix, read_benchmark, read_poses
-from vispriv.plugins.descriptor_release.localisation_render import look_at
-from vispriv.plugins.descriptor_release.localisation_scene import quaternion, write_model
+from vispriv.plugins.descriptor_release.localisation.reader import quaternion_matrix, read_benchmark, read_poses
+from vispriv.plugins.descriptor_release.localisation.render import look_at
+from vispriv.plugins.descriptor_release.localisation.scene import quaternion, write_model
 
 CAMERA = ("PINHOLE", 64, 48, (50.0, 51.0, 32.0, 24.0))
 

@@ -1,8 +1,8 @@
 """Dataset ``localisation``: a visual localisation benchmark (hloc layout), or the SIMULATED room.
 
-With ``root`` set, the benchmark under it is read (:mod:`.localisation_reader`: Aachen
+With ``root`` set, the benchmark under it is read (:mod:`.reader`: Aachen
 Day-Night, Cambridge Landmarks and the like in hloc's layout). With ``root`` empty (the
-default) the SIMULATED room (:mod:`.localisation_scene`) is rendered once into the cache in
+default) the SIMULATED room (:mod:`.scene`) is rendered once into the cache in
 that same layout and read back through the same reader.
 
 The scene it yields: the private images are the query photos (square-resized to ``size``: what
@@ -28,10 +28,10 @@ from vispriv.harness.data.bundled import square_resize
 from vispriv.harness.data.image_folder import list_images
 from vispriv.harness.errors import InputError
 from vispriv.plugins.descriptor_release.datasets import SCENARIO
-from vispriv.plugins.descriptor_release.localisation import LocalisationImages, LocalisationProtocol
-from vispriv.plugins.descriptor_release.localisation_map import load_photo
-from vispriv.plugins.descriptor_release.localisation_reader import QUERIES_FILE, Benchmark, read_benchmark
-from vispriv.plugins.descriptor_release.localisation_scene import DICTIONARY_DIR, RoomSceneConfig, scene_root
+from vispriv.plugins.descriptor_release.localisation.map import load_photo
+from vispriv.plugins.descriptor_release.localisation.reader import QUERIES_FILE, Benchmark, read_benchmark
+from vispriv.plugins.descriptor_release.localisation.scene import DICTIONARY_DIR, RoomSceneConfig, scene_root
+from vispriv.plugins.descriptor_release.localisation.utility import LocalisationImages, LocalisationProtocol
 from vispriv.plugins.descriptor_release.payloads import DescriptorPublic
 from vispriv.plugins.descriptor_release.sift import SiftConfig
 from vispriv.plugins.descriptor_release.splits import load_split
@@ -73,7 +73,7 @@ class Localisation(Dataset):
     def provenance(self) -> str:
         if self.config.root:
             return ""
-        return "SIMULATED room (ray-cast bundled photos, plugins/descriptor_release/localisation_scene.py), not real photos"
+        return "SIMULATED room (ray-cast bundled photos, plugins/descriptor_release/localisation/scene.py), not real photos"
 
     def benchmark(self, ctx: CellContext) -> Benchmark:
         """The benchmark read from ``root`` or from the rendered SIMULATED room."""

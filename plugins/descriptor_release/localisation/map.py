@@ -34,7 +34,7 @@ import numpy as np
 from vispriv.harness import Cache, Images
 from vispriv.harness.errors import InputError
 from vispriv.plugins.descriptor_release.frames import read_at_most
-from vispriv.plugins.descriptor_release.localisation_reader import Benchmark, View, pycolmap_camera
+from vispriv.plugins.descriptor_release.localisation.reader import Benchmark, View, pycolmap_camera
 from vispriv.plugins.descriptor_release.matching import pair_distance, ratio_match
 from vispriv.plugins.descriptor_release.payloads import DESCRIPTOR_DIM, RawFeatures
 from vispriv.plugins.descriptor_release.sift import SiftConfig, extract_features

@@ -17,7 +17,7 @@ Layout read (names in the model and in the query list are paths relative to ``im
 
 The model is read with pycolmap (COLMAP's own bindings); only the reference images' poses and
 intrinsics are used: the map's 3D points are re-triangulated from SIFT extracted by the
-scenario itself (:mod:`.localisation_map`), as LDP-Feat section 6.2 does for Aachen. Aachen
+scenario itself (:mod:`.map`), as LDP-Feat section 6.2 does for Aachen. Aachen
 publishes no query poses (its benchmark is evaluated online): without a poses file the utility
 reports registration and inlier counts only. Every layout fault is one :class:`InputError`
 naming the file and what is allowed.

@@ -1,6 +1,6 @@
 """Visual localisation utility of a descriptor defense (LDP-Feat section 6.2, Tables 2 and 3).
 
-The server holds a map (reference SIFT triangulated from known poses, :mod:`.localisation_map`);
+The server holds a map (reference SIFT triangulated from known poses, :mod:`.map`);
 a user sends the defense's release of each query photo's SIFT; the server matches the release
 to the map with the defense's own matcher and registers the query by absolute pose. As in the
 paper (and in ref [11]), only the queries are protected; the map is raw.
@@ -43,8 +43,8 @@ from pydantic import Field
 
 from vispriv.harness import Cache, Images, PluginConfig
 from vispriv.harness.errors import InputError
-from vispriv.plugins.descriptor_release.localisation_map import LocalisationMap, build_map, view_features
-from vispriv.plugins.descriptor_release.localisation_reader import Benchmark, View, pycolmap_camera
+from vispriv.plugins.descriptor_release.localisation.map import LocalisationMap, build_map, view_features
+from vispriv.plugins.descriptor_release.localisation.reader import Benchmark, View, pycolmap_camera
 from vispriv.plugins.descriptor_release.sift import SiftConfig
 
 #: Table 2's thresholds: (metres, degrees).

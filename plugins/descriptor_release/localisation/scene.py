@@ -1,7 +1,7 @@
-"""SIMULATED localisation benchmark: the ray-cast room (:mod:`.localisation_render`) written in hloc's layout.
+"""SIMULATED localisation benchmark: the ray-cast room (:mod:`.render`) written in hloc's layout.
 
 :func:`write_scene` renders ``n_references`` reference photos and ``n_queries`` query photos of
-one room and writes exactly what :mod:`.localisation_reader` reads from a real benchmark:
+one room and writes exactly what :mod:`.reader` reads from a real benchmark:
 
 * ``images/db/*.png`` and ``images/query/*.png``;
 * ``sparse/``: a COLMAP model of the references written by pycolmap itself (PINHOLE cameras,
@@ -39,7 +39,7 @@ from pydantic import Field
 
 from vispriv.harness import Cache, PluginConfig
 from vispriv.harness.data.bundled import to_uint8
-from vispriv.plugins.descriptor_release.localisation_render import look_at, make_room, render
+from vispriv.plugins.descriptor_release.localisation.render import look_at, make_room, render
 
 SCENE_VERSION = "1.0"
 #: Marker written last: a folder without it is an interrupted write and is rebuilt.
