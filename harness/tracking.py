@@ -69,17 +69,22 @@ def sqlite_path(uri: str) -> Path | None:
 HTTP_PROBE_TIMEOUT_S = 10
 
 
+#: The stores vispriv writes to, named in the message that refuses any other URI.
+SUPPORTED_STORES = ("not a supported store; use sqlite:///PATH/mlflow.db (the default is sqlite:///mlflow.db) "
+                    "or http://HOST:PORT (an MLflow server)")
+
+
 def check_store(uri: str, create: bool = True) -> str:
     """Cheap checks of a tracking URI, without importing MLflow; returns ``uri`` or raises :class:`TrackingError`.
 
     A ``sqlite:///`` store's folder must exist and be writable, and an existing database be
-    writable; a ``file:`` URI (MLflow's deprecated file store) is refused; an ``http(s)://``
+    writable; an ``http(s)://``
     server must accept a TCP connection within :data:`HTTP_PROBE_TIMEOUT_S` (unless a proxy
     is configured for its host, which only MLflow's own probe can go through). With
     ``create=False`` (a command that only reads, such as ``vispriv report``) a sqlite
     database must exist already. Nothing is created here. The CLI runs this before it
     loads any plugin, so a wrong URI is one line in seconds whatever the plugins cost to
-    import.
+    import. Any other URI (a folder path, another scheme) is refused with the supported stores.
     """
     db = sqlite_path(uri)
     if db is not None:
@@ -99,15 +104,10 @@ def check_store(uri: str, create: bool = True) -> str:
         if create and not os.access(parent, os.W_OK | os.X_OK):
             raise TrackingError(f"cannot open tracking store {uri}: folder {parent} is not writable "
                                 "(the store, its lock and its artifacts live there); choose another --tracking-uri")
-    elif uri.startswith("file:"):
-        raise TrackingError(
-            f"cannot open tracking store {uri}: MLflow's file store is deprecated and not supported; "
-            "use sqlite:///PATH/mlflow.db (the default is sqlite:///mlflow.db) or http://HOST:PORT"
-        )
-    elif "://" not in uri:
-        raise TrackingError(f"tracking URI {uri!r} is not supported here; use sqlite:///PATH.db or http://HOST:PORT")
     elif uri.startswith(("http://", "https://")):
         _probe_http(uri)
+    else:
+        raise TrackingError(f"cannot open tracking store {uri}: {SUPPORTED_STORES}")
     return uri
 
 

@@ -128,14 +128,14 @@ def test_store_under_a_file_says_the_parent_is_a_file(run_cli, write_config, tmp
     assert line.startswith(f"error: cannot open tracking store {uri}: {blocker} is a file, not a folder"), line
 
 
-def test_a_file_store_is_refused_with_the_supported_stores(run_cli, write_config, tmp_path):
-    """Was MLflow's file-store maintenance notice cut mid-sentence; the file store is deprecated."""
+def test_a_store_other_than_sqlite_or_a_server_is_refused_with_the_supported_stores(run_cli, write_config, tmp_path):
+    """A folder path or another scheme is one line naming the supported stores, and nothing is created."""
     config = str(write_config(toy_config()))
-    for uri in (f"file://{tmp_path}/mlruns", "file:./mlruns"):
+    for uri in (str(tmp_path / "runs"), "runs", "postgresql://localhost/vispriv"):
         line = _error_line(run_cli("matrix", config, "--tracking-uri", uri))
-        assert line.startswith(f"error: cannot open tracking store {uri}: MLflow's file store is deprecated"), line
-        assert "sqlite:///" in line
-    assert not (tmp_path / "mlruns").exists()
+        assert line == (f"error: cannot open tracking store {uri}: not a supported store; use sqlite:///PATH/mlflow.db "
+                        "(the default is sqlite:///mlflow.db) or http://HOST:PORT (an MLflow server)"), line
+    assert not (tmp_path / "runs").exists()
 
 
 # -- misspelt plugin names ---------------------------------------------------------------
