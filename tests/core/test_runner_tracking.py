@@ -173,7 +173,7 @@ def test_interrupt_keeps_finished_cells(toy_registry, tracker, tmp_path, monkeyp
 def test_unopenable_tracking_uri(tmp_path):
     with pytest.raises(TrackingError, match=r"cannot open tracking store .*does not exist"):
         Tracker(f"sqlite:///{tmp_path}/missing/dir/mlflow.db")
-    with pytest.raises(TrackingError, match="mlflow.db: not a supported store; use sqlite:"):
+    with pytest.raises(TrackingError, match=r"mlflow\.db: not a supported store; use sqlite:"):
         Tracker("mlflow.db")
     bad = tmp_path / "notadb.db"
     bad.write_text("this is not sqlite")
