@@ -22,11 +22,11 @@ class Heartbeat:
     """Prints ``[stage] step i/total, elapsed, ~remaining`` when ``interval`` seconds have passed since the last line."""
 
     def __init__(self, stage: str, total: int | None = None, interval: float | None = None,
-                 stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 stream: TextIO | None = None, clock: Callable[[], float] | None = None) -> None:
         self.stage, self.total = stage or "working", total
         self.interval = INTERVAL if interval is None else interval
-        self.stream, self.clock = stream, clock
-        self.start = self.last = clock()
+        self.stream, self.clock = stream, clock or time.monotonic
+        self.start = self.last = self.clock()
 
     def tick(self, step: int) -> None:
         """Record that ``step`` steps are done; print a line when one is due."""

@@ -42,10 +42,16 @@ def test_unknown_total_gives_no_estimate():
 
 def test_progress_beats_only_off_a_terminal_and_never_under_quiet(capsys, monkeypatch):
     monkeypatch.setattr("vispriv.harness.heartbeat.INTERVAL", 0.0)
+    ticks = iter(range(0, 1000, 10))  # a clock that advances 10 s per reading
+    monkeypatch.setattr("vispriv.harness.heartbeat.time.monotonic", lambda: float(next(ticks)))
     off_terminal = CellContext(quiet=True, heartbeat=True)
     assert list(off_terminal.with_seed(3).progress(range(3), desc="album pruning", total=3)) == [0, 1, 2]
-    lines = capsys.readouterr().err.splitlines()
-    assert lines and lines[0].startswith("[album pruning] step 1/3,") and "s elapsed" in lines[0]
+    monkeypatch.undo()
+    assert capsys.readouterr().err.splitlines() == [
+        "[album pruning] step 1/3, 10 s elapsed, ~20 s left",
+        "[album pruning] step 2/3, 20 s elapsed, ~10 s left",
+        "[album pruning] step 3/3, 30 s elapsed",
+    ]
     quiet = CellContext(quiet=True, heartbeat=False)
     assert list(quiet.progress(range(3), desc="album pruning", total=3)) == [0, 1, 2]
     assert capsys.readouterr().err == ""
