@@ -11,7 +11,10 @@ from vispriv.plugins.defenses.dphe import Dphe
 from vispriv.plugins.defenses.fedavg_plain import PlainFedAvg
 from vispriv.plugins.federated.cluster_dataset import FederatedClustering
 from vispriv.plugins.federated.cluster_payloads import EncryptedCentroidUpdates, PlainCentroidUpdates
+from vispriv.plugins.federated.cluster_rounds import KMeansSettings, run_federated_kmeans
 from vispriv.plugins.federated.grid_metric import LeakCorrelation
+from vispriv.plugins.federated.paillier import SCALE
+from vispriv.plugins.federated.protocol import DpheSettings
 
 KMEANS = {"rounds": 3, "batch_size": 16, "local_steps": 2, "centroid_l1": 0.3}
 
@@ -39,7 +42,15 @@ def test_dphe_centroids_equal_plain_minibatch_kmeans_up_to_the_encoding(clusters
     assert a.shape == (4, 3, 6)
     assert not np.allclose(a[0], a[-1])  # the centroids moved
     np.testing.assert_allclose(b, a, rtol=0, atol=1e-8)  # 2^-32 fixed point per value, a few values summed
-    assert 0 < secure.utility["secure_sum_max_abs_error"] < 1e-8
+    # The secure sum is exactly the sum of the users' 2^-32 fixed-point encodings: recompute it by
+    # hand from the same rounds' plaintext updates, and the error the defense logs from it.
+    run = run_federated_kmeans(clusters.private.data, clusters.public, KMeansSettings(16, 2, 0.3), 3, ctx,
+                               DpheSettings(key_bits=512, workers=1))
+    by_hand = np.rint(run.updates * SCALE).sum(axis=1) / SCALE / clusters.private.n_users
+    np.testing.assert_allclose(run.averages[1:], by_hand, rtol=1e-15, atol=0)
+    np.testing.assert_array_equal(run.averages, b)
+    error = float(np.max(np.abs(by_hand - run.updates.mean(axis=1))))
+    assert error > 0 and secure.utility["secure_sum_max_abs_error"] == pytest.approx(error, rel=1e-9)
     assert secure.utility["ami"] == plain.utility["ami"] > 0.5
     assert plain.utility["update_sparsity"] > 0.1
     # every user's K x D centroids are one message of M = ceil(0.1 K D) values when sparse enough
