@@ -20,6 +20,7 @@ from vispriv.harness.plugin import (
     Protected,
     UtilityOnly,
 )
+from vispriv.harness.stats import mean_se
 
 __all__ = [
     "Attack",
@@ -42,6 +43,7 @@ __all__ = [
     "UtilityOnly",
     "VisprivError",
     "hookimpl",
+    "mean_se",
 ]
 
 __version__ = "0.1.0"

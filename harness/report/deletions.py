@@ -40,7 +40,6 @@ import html
 import io
 import itertools
 import json
-import math
 import os
 import re
 import tempfile
@@ -54,6 +53,7 @@ import numpy as np
 from vispriv.harness.artifacts import KEPT_MASKS, read_kept_masks
 from vispriv.harness.errors import VisprivError
 from vispriv.harness.report.tables import CellRow, _as_float, _sort_key, _varying_part, config_labels, value_text
+from vispriv.harness.stats import mean_se
 
 
 @dataclass
@@ -112,10 +112,10 @@ def deleted_then_kept(low: dict[str, np.ndarray], high: dict[str, np.ndarray], w
         fractions.append(back / int(gone.sum()))
         moved, deleted = moved + back, deleted + int(gone.sum())
     n = len(fractions)
-    values = np.array(fractions, dtype=float)
+    mean, se = mean_se(fractions) if n else (None, None)
     return Change(
-        mean=float(values.mean()) if n else None,
-        se=float(values.std(ddof=1) / math.sqrt(n)) if n > 1 else None,
+        mean=mean,
+        se=se if n > 1 else None,
         n=n,
         n_nothing_deleted=empty,
         pooled=moved / deleted if deleted else None,

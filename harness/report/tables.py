@@ -32,6 +32,7 @@ from typing import Any
 
 from vispriv.harness.errors import VisprivError
 from vispriv.harness.labels import relabel, short_value
+from vispriv.harness.stats import mean_se
 from vispriv.harness.tracking import Tracker, store_location
 
 
@@ -249,13 +250,8 @@ def pivot(rows: list[CellRow], metric: str) -> list[Pivot]:
 
 def _over_runs(values: list[float]) -> tuple[float, float | None]:
     """One cell's value over its runs: the value itself for one run; for several (the same cell
-    under other matrix seeds), their mean and its standard error (sample std / sqrt(n))."""
-    if len(values) == 1:
-        return values[0], None
-    n = len(values)
-    mean = sum(values) / n
-    var = sum((v - mean) ** 2 for v in values) / (n - 1)
-    return mean, math.sqrt(var / n)
+    under other matrix seeds), their mean and its standard error."""
+    return (values[0], None) if len(values) == 1 else mean_se(values)
 
 
 def param_pivot(rows: list[CellRow], metric: str, row_params: list[str], col_param: str) -> list[Pivot]:

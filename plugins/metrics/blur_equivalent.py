@@ -27,9 +27,9 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field
 
-from vispriv.harness import CellContext, Images, Metric, PluginConfig
+from vispriv.harness import CellContext, Images, Metric, PluginConfig, mean_se
 from vispriv.harness.artifacts import save_csv
-from vispriv.plugins.metrics.image_quality import _mean_se, _paired, _ssim
+from vispriv.plugins.metrics.image_quality import _paired, _ssim
 
 
 def _blurred(truth: np.ndarray, sigma: float) -> np.ndarray:
@@ -102,5 +102,5 @@ class OracleFlat(Metric):
     def score(self, truth: Images, estimate: Images, ctx: CellContext) -> dict[str, float]:
         t, _ = _paired(truth, estimate)
         values = [_ssim(a, np.full_like(a, a.mean())) for a in t]
-        mean, se = _mean_se(values) if values else (0.0, 0.0)
+        mean, se = mean_se(values) if values else (0.0, 0.0)
         return {"oracle_flat_ssim": mean, "oracle_flat_ssim_se": se}

@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from vispriv.harness import CellContext, Images, Metric
+from vispriv.harness import CellContext, Images, Metric, mean_se
 from vispriv.harness.artifacts import save_csv
 from vispriv.harness.errors import InputError
 
@@ -33,14 +33,6 @@ def _paired(truth: Images, estimate: Images) -> tuple[np.ndarray, np.ndarray]:
     if t.shape != e.shape:
         raise InputError(f"estimate images {e.shape} do not match truth {t.shape}")
     return t, np.clip(e, 0.0, 1.0)
-
-
-def _mean_se(values: list[float]) -> tuple[float, float]:
-    """Mean and standard error of the mean; the standard error of fewer than two values is
-    undefined (NaN; the report then shows ``n = 1``), not zero."""
-    arr = np.asarray(values, dtype=np.float64)
-    se = float(arr.std(ddof=1) / np.sqrt(len(arr))) if len(arr) > 1 else float("nan")
-    return float(arr.mean()), se
 
 
 def _mae(a: np.ndarray, b: np.ndarray) -> float:
@@ -122,7 +114,7 @@ class _ImageMetric(Metric):
             save_csv(ctx.artifact(f"{self.key}_per_image.csv"), rows)
         values = [float(row[self.key]) for row in rows]
         finite = [v for v in values if np.isfinite(v)]
-        mean, se = _mean_se(finite) if finite else (float("inf"), 0.0)
+        mean, se = mean_se(finite) if finite else (float("inf"), 0.0)
         out = {self.key: mean, f"{self.key}_se": se}
         if self.key == "psnr":
             out["psnr_exact_share"] = 1.0 - len(finite) / len(values)
