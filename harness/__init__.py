@@ -21,6 +21,7 @@ from vispriv.harness.plugin import (
     UtilityOnly,
 )
 from vispriv.harness.stats import mean_se
+from vispriv.harness.threads import blas_threads, torch_threads
 
 __all__ = [
     "Attack",
@@ -42,8 +43,10 @@ __all__ = [
     "Scene",
     "UtilityOnly",
     "VisprivError",
+    "blas_threads",
     "hookimpl",
     "mean_se",
+    "torch_threads",
 ]
 
 __version__ = "0.1.0"

@@ -17,6 +17,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from vispriv.harness import torch_threads
+
 
 class LinearGeolocator(L.LightningModule):
     """Softmax regression over the cells, cross-entropy loss, Adam."""
@@ -64,14 +66,9 @@ def train_classifier(
         enable_progress_bar=False,
         enable_model_summary=False,
     )
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matrices: one thread is several times faster than many
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            trainer.fit(model, loader)
-    finally:
-        torch.set_num_threads(threads)
+    with torch_threads(1), warnings.catch_warnings():  # tiny matrices: one thread is several times faster than many
+        warnings.simplefilter("ignore")
+        trainer.fit(model, loader)
     weight = model.layer.weight.detach().numpy().T.astype(np.float32)
     bias = model.layer.bias.detach().numpy().astype(np.float32)
     return weight, bias

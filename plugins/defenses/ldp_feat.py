@@ -281,16 +281,14 @@ def candidate_distance(a: object, a_rows: np.ndarray, b: object, b_rows: np.ndar
     to a reference descriptor is that of its closest candidate. Raw-to-raw pairs fall back
     to the shared Euclidean distance.
     """
-    from vispriv.plugins.descriptor_release.matching import pair_distance
+    from vispriv.plugins.descriptor_release.matching import pair_distance, squared_distances
 
     if not isinstance(a, LdpFeatures) or not isinstance(b, RawFeatures):
         return pair_distance(a, a_rows, b, b_rows)
-    ref = b.descriptors[b_rows].astype(np.float64)
+    ref = b.descriptors[b_rows]
     best = np.full((len(a_rows), len(b_rows)), np.inf)
     for j in range(a.m):
-        c = a.candidates[a_rows, j].astype(np.float64)
-        sq = (c * c).sum(1)[:, None] + (ref * ref).sum(1)[None, :] - 2.0 * c @ ref.T
-        best = np.minimum(best, sq)
+        best = np.minimum(best, squared_distances(a.candidates[a_rows, j], ref))
     return np.sqrt(np.maximum(best, 0.0))
 
 

@@ -42,7 +42,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from vispriv.harness import Cache, Images, PluginConfig
+from vispriv.harness import Cache, Images, PluginConfig, blas_threads
 from vispriv.harness.errors import ConfigError, InputError
 from vispriv.plugins.descriptor_release.payloads import LiftedFeatures, RawFeatures
 from vispriv.plugins.descriptor_release.sift import SiftConfig, extract_features
@@ -80,6 +80,18 @@ class MatchingConfig(PluginConfig):
 
 
 # -- distances and matching -------------------------------------------------------------
+def squared_distances(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """(len(x), len(y)) squared Euclidean distances ``|x|^2 + |y|^2 - 2 x.y`` in float64.
+
+    The product runs on one BLAS thread: released dictionary words repeat, so their distances
+    to a reference tie up to rounding, and a multi-threaded ``gemm`` rounds by the machine's
+    core count (the ratio test would then keep other matches on another machine).
+    """
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    with blas_threads(1):
+        return (x * x).sum(1)[:, None] + (y * y).sum(1)[None, :] - 2.0 * x @ y.T
+
+
 def pair_distance(a: Any, a_rows: np.ndarray, b: Any, b_rows: np.ndarray) -> np.ndarray:
     """Distances between rows of two feature payloads (raw or lifted), (len(a_rows), len(b_rows)).
 
@@ -87,8 +99,7 @@ def pair_distance(a: Any, a_rows: np.ndarray, b: Any, b_rows: np.ndarray) -> np.
     lifted-lifted: subspace-to-subspace (ref [11]).
     """
     if isinstance(a, RawFeatures) and isinstance(b, RawFeatures):
-        x, y = a.descriptors[a_rows].astype(np.float64), b.descriptors[b_rows].astype(np.float64)
-        sq = (x * x).sum(1)[:, None] + (y * y).sum(1)[None, :] - 2.0 * x @ y.T
+        sq = squared_distances(a.descriptors[a_rows], b.descriptors[b_rows])
     elif isinstance(a, LiftedFeatures) and isinstance(b, RawFeatures):
         sq = point_subspace_sqdist(b.descriptors[b_rows], a.offsets[a_rows], a.bases[a_rows])
     elif isinstance(a, RawFeatures) and isinstance(b, LiftedFeatures):

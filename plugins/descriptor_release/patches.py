@@ -38,7 +38,7 @@ from typing import Literal
 
 import numpy as np
 
-from vispriv.harness import Images
+from vispriv.harness import Images, torch_threads
 from vispriv.harness.errors import InputError
 from vispriv.plugins.descriptor_release.config import SiftConfig
 from vispriv.plugins.descriptor_release.payloads import DESCRIPTOR_DIM
@@ -46,7 +46,6 @@ from vispriv.plugins.descriptor_release.sift import (
     dog_extractor,
     l2_normalise,
     quantize_colmap,
-    single_thread,
     to_grey_tensor,
 )
 
@@ -82,7 +81,7 @@ def _patch_rows(grey, sift: SiftConfig, patch_size: int, support: float) -> dict
     extractor = dog_extractor(sift)
     descs, patches, frames = [], [], []
     for img in grey:
-        with single_thread(), torch.no_grad():
+        with torch_threads(1), torch.no_grad():
             lafs, responses, desc = extractor(img[None])
             keep = (responses[0].abs() > sift.response_threshold) & (desc[0].norm(dim=1) > 0)
             lafs = lafs[:, keep]

@@ -40,14 +40,12 @@ Choices, all in :class:`SiftConfig`:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from vispriv.harness import Cache, Images
+from vispriv.harness import Cache, Images, blas_threads, torch_threads
 from vispriv.harness.errors import InputError
 from vispriv.harness.hashing import fingerprint
 from vispriv.plugins.descriptor_release.config import MIN_IMAGE_SIDE, SiftConfig
@@ -85,7 +83,8 @@ def to_grey_tensor(images: np.ndarray, size: int | None, precision: str = "float
     import torch
     dtype = np.dtype(precision)
     arr = np.asarray(images, dtype=dtype)
-    grey = arr.mean(axis=-1) if arr.shape[-1] == 1 else arr @ np.array([0.299, 0.587, 0.114], dtype)
+    with blas_threads(1):  # a threaded gemv rounds by the machine's core count
+        grey = arr.mean(axis=-1) if arr.shape[-1] == 1 else arr @ np.array([0.299, 0.587, 0.114], dtype)
     t = torch.from_numpy(np.ascontiguousarray(grey))[:, None]
     if size is not None and tuple(t.shape[-2:]) != (size, size):
         t = torch.nn.functional.interpolate(t, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
@@ -159,25 +158,12 @@ def _extract_one_dense(img: torch.Tensor, cfg: SiftConfig) -> tuple[np.ndarray, 
     return centres[keep], d[keep], geometry[keep]
 
 
-@contextmanager
-def single_thread() -> Iterator[None]:
-    """Run torch on one thread inside the block (SIFT on small images is overhead-bound and
-    several threads on a loaded 2-core machine were measured 15x slower)."""
-    import torch
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def _extract(images: Images, cfg: SiftConfig) -> dict[str, np.ndarray]:
     grey = to_grey_tensor(images.images, cfg.image_size, cfg.precision)
     one = _extract_one_dog if cfg.detector == "dog" else _extract_one_dense
     kps, descs, geoms, index = [], [], [], []
     for i in range(len(grey)):
-        with single_thread():
+        with torch_threads(1):  # small images are overhead-bound: more threads on a loaded 2-core machine ran 15x slower
             k, d, g = one(grey[i], cfg)
         kps.append(k.astype(np.float32))
         descs.append(d.astype(np.float32))

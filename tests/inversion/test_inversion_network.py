@@ -202,3 +202,29 @@ def test_trained_network_beats_constant_image_on_its_training_images(tmp_path):
     net_mae = np.abs(recon - imgs).mean()
     best_constant_mae = np.abs(imgs - np.median(imgs)).mean()
     assert net_mae < 0.7 * best_constant_mae
+
+
+def _weights_trained_beside(process_threads: int, cfg: InversionConfig, sets, tmp_path) -> bytes:
+    """The trained network's weights (bytes) when the process runs ``process_threads`` torch threads."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(process_threads)
+    try:
+        net = train_or_load(sets, cfg, ctx_for(tmp_path / f"p{process_threads}-t{cfg.threads}")).net
+        assert torch.get_num_threads() == process_threads  # the training's count is restored afterwards
+    finally:
+        torch.set_num_threads(before)
+    return b"".join(t.numpy().tobytes() for t in net.state_dict().values())
+
+
+def test_network_trains_on_its_configured_thread_count_whatever_the_machine_runs(tmp_path):
+    # A 2-core laptop (torch's default: 2 threads) and a 16-core server (16) train the same network:
+    # the count is the config's (default 2), not the process's.
+    imgs = blob_images(n=8, size=64)
+    sets = [(Images(imgs), grid_features(imgs, step=1, channels=4))]
+    cfg = InversionConfig(steps=8, **{**TINY, "crop": 64, "width": 32, "max_width": 64, "batch_size": 8})
+    assert cfg.threads == 2
+    pinned = {_weights_trained_beside(n, cfg, sets, tmp_path) for n in (1, 2, 4)}
+    assert len(pinned) == 1
+    # ...and the count matters: one thread trains other bits than two on the same data
+    one = cfg.model_copy(update={"threads": 1})
+    assert _weights_trained_beside(2, one, sets, tmp_path) not in pinned

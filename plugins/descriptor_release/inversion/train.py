@@ -23,7 +23,7 @@ import lightning as L
 import numpy as np
 import torch
 
-from vispriv.harness import CellContext, Images
+from vispriv.harness import CellContext, Images, torch_threads
 from vispriv.harness.errors import InputError
 from vispriv.harness.hashing import derive_seed, fingerprint
 from vispriv.harness.heartbeat import Heartbeat
@@ -123,7 +123,8 @@ def _fit(sets: list[tuple[Images, SparseFeatures]], out_channels: int, cfg: Inve
         warnings.filterwarnings("ignore", message=".*does not have many workers.*")
         warnings.filterwarnings("ignore", message=".*GPU available but not used.*")
         warnings.filterwarnings("ignore", message=".*treespec.*")
-        trainer.fit(module, loader)
+        with torch_threads(cfg.threads):
+            trainer.fit(module, loader)
     seconds = time.perf_counter() - start
     seen = trainer.global_step * cfg.batch_size
     info = {

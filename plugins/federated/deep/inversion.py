@@ -33,8 +33,6 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -42,6 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from vispriv.harness import torch_threads
 from vispriv.plugins.federated.deep.labels import recover_labels
 from vispriv.plugins.federated.deep.local import LocalWork, as_gradient, simulate_update, trainable
 
@@ -79,17 +78,6 @@ class Reconstruction:
     evaluations: int
     seconds: float
     stopped: str
-
-
-@contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    """Run with ``n`` intra-op threads, then restore the previous count."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(max(1, n))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def l2_distance(simulated: list[torch.Tensor], target: list[torch.Tensor]) -> torch.Tensor:
