@@ -11,7 +11,7 @@ at distance 0 in V, where Eq. (1)'s 1/dist weight makes them the estimate.
 |V| and |U| (the paper gives neither) default to |W| / 8 (at least 16) and 1: the pair an
 attacker holding W picks by lifting descriptors of its *own* photos with W and measuring
 the recovery error (benchmarks/probes/database_attack_calibration.py on the bundled ``public``
-split, disjoint from W's photos and from the private ones; docs/inversion.md, session 6).
+split, disjoint from W's photos and from the private ones; docs/inversion.md, 'Database attack: |V| and |U|').
 There, at W = 4,096 and m = 2, |V| 512 / |U| 1 recovers d at mean L2 .146 against .487 for
 |V| 16 / |U| 4, and the farthest-from-a rows of a larger V win at m = 4 and 8 too.
 """

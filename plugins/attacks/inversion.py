@@ -334,7 +334,7 @@ class InvertLdpConfig(InversionAttackConfig):
     refine: RefineConfig = Field(
         RefineConfig(steps=0),
         description="refine towards the nearest of each keypoint's m candidates; off by default: on Table 4's crops it "
-        "cost SSIM at epsilon 10, 12 and infinity and gained < .01 at 14-16 (docs/inversion.md, session 8)",
+        "scored below the network alone at every epsilon (docs/results.md, 'Table 4 analog: inverting LDP-Feat releases (ε 10-16, m = 2, |K| = 256k)')",
     )
 
 

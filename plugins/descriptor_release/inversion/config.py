@@ -31,7 +31,7 @@ class InversionConfig(PluginConfig):
     steps: int = Field(
         2400, ge=1,
         description="optimiser steps (x batch_size images seen); 2400 x 8 = 19,200 crops (~4.6 steps/s seen on 2 idle CPU cores, so ~9 min): "
-        "SSIM on Table 1's crops rose .472 -> .494 from 600 to 2400 steps (docs/inversion.md, session 5)",
+        "SSIM on Table 1's crops rose .472 -> .494 from 600 to 2400 steps (docs/inversion.md, 'Training budget')",
     )
     batch_size: int = Field(8, ge=1)
     lr: float = Field(2e-3, gt=0)
@@ -93,14 +93,14 @@ class InversionConfig(PluginConfig):
 
 
 class RefineConfig(PluginConfig):
-    """Refinement of a reconstruction by descriptor matching (:mod:`.refine`; docs/inversion.md, session 7).
+    """Refinement of a reconstruction by descriptor matching (:mod:`.refine`; docs/inversion.md, 'Refinement by descriptor matching').
 
     Defaults: the best of three (prior, TV) settings compared on Table 1's crops
     ((20, 0), (1, 0.3), (5, 1); paired SSIM +.007, +.028, +.031 over the U-Net alone) at 100
     Adam steps; ``steps: 0`` turns the stage off. For descriptors recovered from a lifted
     release, matching the subspace alone (``points: none``) beat matching the recovery's
     estimate, the estimate plus the subspace, or the nearest candidate, with or without the
-    subspace (clustering on Table 1's crops, docs/inversion.md session 8), and so it did on the
+    subspace (clustering on Table 1's crops, docs/inversion.md, 'What the refinement matches'), and so it did on the
     attacker's own held-out photos (``benchmarks/probes/inversion_refine_calibration.py``), where a
     subspace weight of 3 beat 1 (paired SSIM +.084 vs +.065 over the network alone) and 200
     steps did not beat 100 -- hence the defaults.

@@ -11,7 +11,7 @@ Splatting (``radius`` > 0): each keypoint's vector is written on every pixel of 
 that radius around it (pixels outside the image are dropped; overlapping discs average).
 A SIFT descriptor describes a region around its keypoint, not a pixel; with one pixel per
 keypoint the network learnt the mean image plus a dot per keypoint even on its own
-training photos (docs/inversion.md, session 4), with discs of radius 3 it draws regions.
+training photos (docs/inversion.md, 'Splatting and keypoint geometry'), with discs of radius 3 it draws regions.
 """
 
 from __future__ import annotations

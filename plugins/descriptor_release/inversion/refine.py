@@ -25,7 +25,7 @@ Choices (all in :class:`~.config.RefineConfig`):
   (tests/inversion/test_refine.py checks >= .85 on a bundled photo), so ``f`` is a close,
   differentiable proxy, not the released extractor itself.
 * **Regularisers.** Without them the optimiser drives the descriptor term far below the
-  truth's own value with high-frequency texture (docs/inversion.md, session 7): the prior
+  truth's own value with high-frequency texture (docs/inversion.md, 'Step count and regularisation'): the prior
   term keeps what the network knows (brightness, which SIFT does not carry), TV
   (``kornia.losses.total_variation``, anisotropic, ``reduction="mean"``: the mean absolute
   vertical plus the mean absolute horizontal difference) suppresses the texture.
