@@ -151,7 +151,7 @@ def cpu_used() -> str:
 
     E.g. ``x86_64; torch AVX2 kernels, 2 threads``. PyTorch picks its float32 CPU kernels by
     instruction set, and a network trained with another kernel set or thread count comes out
-    different (docs/paper-scale.md, "Same numbers on the same machine"): this tag says which ran.
+    different (docs/paper-scale.md, "Same numbers on another machine"): this tag says which ran.
     """
     arch = platform.machine() or "unknown"
     torch = sys.modules.get("torch")

@@ -7,7 +7,7 @@ the backward pass one line with the gradient reaching the feature projection's o
 convolution's input gradient and the gradient of every parameter. ``compare A B`` prints the
 first record where two traces differ and which tensors differ there. With the same cached
 SIFT and seeds, two runs that differ must differ in some op's arithmetic: the first
-differing tensor names it (docs/paper-scale.md, "Same numbers on the same machine").
+differing tensor names it (docs/paper-scale.md, "Same numbers on another machine").
 
     .venv/bin/python benchmarks/probes/training_trace.py run /tmp/r1.jsonl -- matrix benchmarks/probes/training_probe.yaml \\
         --quiet --tracking-uri sqlite:////tmp/r1/m.db --cache-dir /tmp/r1/c
