@@ -412,9 +412,12 @@ DPI = 110
 
 def heatmap_size(p: Pivot) -> tuple[float, float]:
     """The heatmap's (width, height) in inches: 1.1 inch per column, so that every cell's
-    number stays readable; the HTML page shows it at this size (``width * DPI`` pixels)."""
+    number stays readable, and wide enough for the longest column label, which is drawn at
+    30 degrees ending under its column (cos 30 = .87 of its length runs to the left); the
+    HTML page shows it at this size (``width * DPI`` pixels)."""
     label_w = 0.06 * max(len(p.label(r)) for r in p.rows)  # inches of 7-point text
-    width = max(5.0, 0.3 + label_w + 1.1 * len(p.cols) + 1.3)
+    slanted = 0.06 * 0.87 * max(len(p.label(c)) for c in p.cols)
+    width = max(5.0, 0.3 + label_w + 1.1 * len(p.cols) + 1.3, slanted + 0.55 + 1.3)
     height = 0.9 + max(1.4, 0.45 * len(p.rows)) + 0.3 + 0.035 * max(len(p.label(c)) for c in p.cols)
     return width, height
 

@@ -345,3 +345,23 @@ def test_federated_image_folder_names_an_empty_file_too(tmp_path):
         plugin.load(CellContext(seed=0))
     (message,) = [str(w.message) for w in caught if "unreadable" in str(w.message)]
     assert message.startswith("skipped 1 unreadable") and "dog/empty.png (empty file)" in message
+
+
+def test_a_heatmap_of_few_columns_with_long_labels_keeps_its_layout():
+    # Three long defense labels over one attack collapsed the axes to nothing (matplotlib's
+    # "constrained_layout not applied" warning, printed in the middle of `vispriv report`).
+    import warnings
+
+    import matplotlib.pyplot as plt
+
+    cols = [f"ldp-feat(audit_trials=200,dictionary_size=64,epsilon={e},matching.ransac_max_iter=50,matching.stereo=False)"
+            for e in (4, 8, 16)]
+    p = Pivot("utility/hpatches_n_matches", "descriptor-release", ["mean-image"], cols,
+              {("mean-image", c): float(i) for i, c in enumerate(cols)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = heatmap_figure(p)
+        fig.canvas.draw()
+    box = fig.axes[0].get_position()
+    plt.close(fig)
+    assert box.width > 0.1 and box.height > 0.1
