@@ -30,13 +30,27 @@ def list_images(root: str | Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
 
 
+#: Pillow modes whose pixel array :func:`to_rgb_float` reads as it is (grey, RGB, RGBA, 16-bit
+#: and float grey); every other mode (CMYK and YCbCr JPEGs, palettes, LAB, HSV, 1-bit) is
+#: converted to RGB(A) by Pillow first, since its channels are not red, green and blue.
+_DIRECT_MODES = frozenset({"L", "RGB", "RGBA", "I;16", "I;16B", "I;16L", "F"})
+
+
 def read_image(path: Path) -> np.ndarray:
-    """One image file as float RGB (H, W, 3) in [0, 1]."""
+    """One image file as float RGB (H, W, 3) in [0, 1].
+
+    32-bit integer images (mode ``I``, as Pillow opens many 16-bit PNGs) are read on the
+    16-bit scale.
+    """
     from PIL import Image
 
-    with Image.open(path) as im:
-        im.load()
-        arr = np.asarray(im.convert("RGBA") if im.mode in ("P", "LA") else im)
+    with Image.open(path) as opened:
+        opened.load()
+        if opened.mode == "I":
+            return to_rgb_float(np.clip(np.asarray(opened), 0, 65535).astype(np.uint16))
+        im = opened if opened.mode in _DIRECT_MODES else opened.convert(
+            "RGBA" if opened.has_transparency_data or "A" in opened.getbands() else "RGB")
+        arr = np.asarray(im)
     return to_rgb_float(arr)
 
 
