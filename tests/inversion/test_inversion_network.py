@@ -228,3 +228,11 @@ def test_network_trains_on_its_configured_thread_count_whatever_the_machine_runs
     # ...and the count matters: one thread trains other bits than two on the same data
     one = cfg.model_copy(update={"threads": 1})
     assert _weights_trained_beside(2, one, sets, tmp_path) not in pinned
+
+
+def test_a_network_that_trained_every_step_is_cached_whatever_its_cap(tmp_path):
+    imgs = blob_images()
+    sets = [(Images(imgs), grid_features(imgs))]
+    ctx = ctx_for(tmp_path)
+    assert train_or_load(sets, InversionConfig(steps=2, **TINY), ctx).info["trained"] == 1.0
+    assert train_or_load(sets, InversionConfig(steps=2, max_minutes=60, **TINY), ctx).info["trained"] == 0.0

@@ -54,7 +54,9 @@ class InversionConfig(PluginConfig):
     devices: int | str = 1
     precision: Literal["32", "bf16-mixed", "16-mixed"] = "32"
     max_minutes: float | None = Field(
-        30.0, gt=0, description="stop training after this wall time (None = no cap)"
+        None, gt=0,
+        description="stop training after this wall time (None, the default: train every step). A capped network "
+        "depends on how fast the machine ran: it warns and is not cached",
     )
     threads: int | None = Field(
         2, ge=1,

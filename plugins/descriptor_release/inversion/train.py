@@ -158,7 +158,9 @@ def train_or_load(
     parts = {
         "version": CACHE_VERSION,
         "tag": tag,
-        "config": cfg.model_dump(mode="json", exclude={"accelerator", "devices"}),
+        # The cap is left out: a network that trained every step is the same under any cap, and one
+        # the cap stopped is never stored.
+        "config": cfg.model_dump(mode="json", exclude={"accelerator", "devices", "max_minutes"}),
         "data": training_fingerprint(sets),
     }
     key = ctx.cache.key(CACHE_NAMESPACE, parts)
