@@ -147,10 +147,12 @@ def _marked(text: str, name: str) -> tuple[str, list[str], list[list[str]]]:
 
 def _runnable(commands: str, folder: Path) -> str:
     """The page's commands with this interpreter, the folder's store and csv reports."""
-    script = re.sub(r"\\\n\s*", " ", commands).replace("<repo>", str(ROOT))
+    script = re.sub(r"\\\n\s*", " ", commands)
+    # The page's /tmp/ folders first: this checkout (ROOT) may itself lie under /tmp.
+    script = script.replace(" /tmp/", f" {folder}/tmp/")  # e.g. a `mkdir -p /tmp/...` of the page
+    script = script.replace("<repo>", str(ROOT))
     script = re.sub(r"(?<![\w/.])(examples|harness)/", lambda m: f"{ROOT}/{m.group(1)}/", script)
     script = re.sub(r"\s--(tracking-uri|cache-dir|out|format)[ =]\S+|\s--(quiet|no-log)\b", "", script)
-    script = script.replace(" /tmp/", f" {folder}/tmp/")  # e.g. a `mkdir -p /tmp/...` of the page
     store = f"sqlite:///{folder}/mlflow.db"
     count = iter(range(1000))
 
