@@ -62,7 +62,7 @@ class InversionConfig(PluginConfig):
         2, ge=1,
         description="torch CPU threads while training: a fixed count gives the same network on any machine of the "
         "same instruction set, whatever its cores or load (None = torch's default, one per core: the network then "
-        "depends on the machine); 2 was measured 1.7x faster than 1 on a 2-core machine",
+        "depends on the machine)",
     )
 
     @model_validator(mode="after")
