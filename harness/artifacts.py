@@ -23,7 +23,27 @@ def save_image_grid(
     """Save a PNG grid: one row per image stack (e.g. original | reconstruction).
 
     Each entry of ``rows`` is an array (N, H, W, C) or (N, H, W) in [0, 1]; the first
-    ``max_cols`` images of every row are shown.
+    ``max_cols`` images of every row are shown. Layout: :func:`image_grid_figure`.
+    """
+    import matplotlib.pyplot as plt
+
+    fig = image_grid_figure(rows, row_titles, col_titles, max_cols)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def image_grid_figure(
+    rows: Sequence[np.ndarray],
+    row_titles: Sequence[str],
+    col_titles: Sequence[str] | None = None,
+    max_cols: int = 8,
+) -> Any:
+    """The matplotlib figure :func:`save_image_grid` writes.
+
+    Row titles are written horizontally to the left of their row (multi-line titles as given)
+    in a margin as wide as the longest line, and a row is tall enough for its title's lines,
+    so long titles (a cell's label and its settings) never run into the next row's.
     """
     import matplotlib
 
@@ -31,8 +51,11 @@ def save_image_grid(
     import matplotlib.pyplot as plt
 
     n_cols = min(max_cols, *(len(r) for r in rows))
+    lines = [str(t).splitlines() or [""] for t in row_titles]
+    margin_in = 0.3 + 0.065 * max(len(line) for title in lines for line in title)
+    row_in = max(1.7, 0.4 + 0.13 * max(len(title) for title in lines))
     fig, axes = plt.subplots(
-        len(rows), n_cols, figsize=(1.6 * n_cols + 1.2, 1.7 * len(rows)), squeeze=False
+        len(rows), n_cols, figsize=(1.6 * n_cols + margin_in, row_in * len(rows)), squeeze=False
     )
     for r, (stack, title) in enumerate(zip(rows, row_titles)):
         for c in range(n_cols):
@@ -44,13 +67,11 @@ def save_image_grid(
             ax.set_xticks([])
             ax.set_yticks([])
             if c == 0:
-                ax.set_ylabel(title, fontsize=8)
+                ax.set_ylabel(title, fontsize=8, rotation=0, ha="right", va="center", labelpad=6)
             if r == 0 and col_titles is not None and c < len(col_titles):
                 ax.set_title(col_titles[c], fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
 
 
 def save_csv(path: Path, rows: Sequence[dict[str, Any]]) -> Path:

@@ -74,7 +74,7 @@ def gallery_pngs(samples: dict[str, list[Sample]], out_dir: Path, max_rows: int 
             path = save_image_grid(
                 out_dir / f"gallery_{stem}.png",
                 [scored[0][1].truth / 255.0] + [s.estimate / 255.0 for _, s in scored],
-                ["truth"] + [_wrap(f"{s.label} (SSIM {v:.2f} on these)") for v, s in scored],
+                ["truth"] + [wrap_title(f"{s.label} (SSIM {v:.2f} on these)") for v, s in scored],
                 list(ids),
                 max_cols=len(ids),
             )
@@ -105,7 +105,7 @@ def ranked(samples: list[Sample]) -> list[tuple[float, Sample]]:
     return sorted(((s.mean_ssim(), s) for s in samples), key=lambda t: -t[0])
 
 
-def _wrap(text: str, width: int = 28) -> str:
+def wrap_title(text: str, width: int = 28) -> str:
     """Break a long row title into lines of at most ``width`` characters at spaces or commas."""
     lines, line = [], ""
     for word in re.split(r"(?<=[ ,])", text):

@@ -64,3 +64,29 @@ def test_report_stacks_every_cells_sample_under_the_truths(toy_registry, tracker
     plain = write_report(tracker, "toy", tmp_path / "rep2", formats=["md"], log_to_parent=False, gallery=False)
     assert "gallery" not in plain.markdown
 
+
+
+def test_long_row_titles_of_a_gallery_never_run_into_each_other_or_off_the_page():
+    """The Table 4 gallery's titles (a cell's label with its settings) once overlapped the next
+    row's and were cut at the page's left edge."""
+    from vispriv.harness.artifacts import image_grid_figure
+    from vispriv.harness.report.gallery import wrap_title
+
+    ldp = ("ldp-feat(audit_trials=0,dictionary_size=262144,dictionary_source=jittered,"
+           "epsilon={eps},utility=False)")
+    invert = "invert-ldp(defense.dictionary_source=jittered,network.steps=1200{refine})"
+    labels = ["truth"] + [
+        wrap_title(f"{invert.format(refine=r)} vs {ldp.format(eps=e)} (SSIM .43 on these)")
+        for e in (10, 16) for r in ("", ",refine.steps=100")
+    ] + [wrap_title("flat-grey vs " + ldp.format(eps=16) + " (+3 identical) (SSIM 0.35 on these)")]
+    images = np.zeros((4, 16, 16))
+    fig = image_grid_figure([images] * len(labels), labels, ["a", "b", "c", "d"], max_cols=4)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    page = fig.bbox
+    boxes = [ax.yaxis.label.get_window_extent(renderer) for ax in fig.axes[::4]]
+    for i, (box, ax) in enumerate(zip(boxes, fig.axes[::4])):
+        assert box.x0 >= page.x0 and box.y0 >= page.y0 and box.y1 <= page.y1, f"row {i} title leaves the page"
+        assert box.x1 <= ax.get_window_extent(renderer).x0, f"row {i} title runs into its images"
+        for j, other in enumerate(boxes[i + 1:], start=i + 1):
+            assert not box.overlaps(other), f"titles of rows {i} and {j} overlap"
