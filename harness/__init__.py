@@ -5,7 +5,7 @@ public API re-exported here.
 """
 
 from vispriv.harness.cache import Cache
-from vispriv.harness.context import CellContext
+from vispriv.harness.context import CellContext, Progress, no_progress
 from vispriv.harness.errors import ConfigError, PluginError, VisprivError
 from vispriv.harness.hookspecs import hookimpl
 from vispriv.harness.payloads import Images, Labels, Payload, Rankings, Scene
@@ -38,6 +38,7 @@ __all__ = [
     "Payload",
     "PluginConfig",
     "PluginError",
+    "Progress",
     "Protected",
     "Rankings",
     "Scene",
@@ -46,6 +47,7 @@ __all__ = [
     "blas_threads",
     "hookimpl",
     "mean_se",
+    "no_progress",
     "torch_threads",
 ]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -14,6 +14,17 @@ from vispriv.harness.hashing import derive_seed
 from vispriv.harness.heartbeat import Heartbeat
 
 T = TypeVar("T")
+
+
+class Progress(Protocol):
+    """What a long loop of a plugin is wrapped in: :meth:`CellContext.progress` or :func:`no_progress`."""
+
+    def __call__(self, iterable: Iterable[T], desc: str = "", total: int | None = None) -> Iterable[T]: ...
+
+
+def no_progress(iterable: Iterable[T], desc: str = "", total: int | None = None) -> Iterable[T]:
+    """The :class:`Progress` that shows nothing (a library call outside a matrix cell)."""
+    return iterable
 
 
 @dataclass

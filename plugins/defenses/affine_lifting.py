@@ -60,7 +60,7 @@ class AffineLifting(Defense):
     def protect(self, private: Images, public: object, ctx: CellContext) -> Protected:
         cfg = self.config
         pub = scene_public(public)
-        raw = extract_features(private, pub.sift, ctx.cache)
+        raw = extract_features(private, pub.sift, ctx.cache, progress=ctx.progress)
         database = None
         if n_adversarial(cfg.m, cfg.mode) > 0:
             database = build_dictionary(

@@ -136,7 +136,7 @@ class LdpFeat(Defense):
                 method=cfg.kmeans_method, progress=ctx.progress,
             )
         else:
-            real = extract_features(public.lifting, self.sift(public), cache=ctx.cache).descriptors
+            real = extract_features(public.lifting, self.sift(public), cache=ctx.cache, progress=ctx.progress).descriptors
             k = ldp.jittered_dictionary(real, size, cfg.jitter_sigma, seed)
         return ldp.check_dictionary(k)
 

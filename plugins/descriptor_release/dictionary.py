@@ -21,7 +21,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from vispriv.harness import Cache, Images
+from vispriv.harness import Cache, Images, Progress, no_progress
 from vispriv.harness.errors import InputError
 from vispriv.harness.hashing import fingerprint
 from vispriv.plugins.descriptor_release.payloads import DESCRIPTOR_DIM
@@ -111,7 +111,7 @@ def hierarchical_kmeans(
     seed: int,
     branching: int = 0,
     niter: int = 20,
-    progress=lambda it, desc="", total=None: it,  # type: ignore[no-untyped-def]
+    progress: Progress = no_progress,
 ) -> np.ndarray:
     """Two-level spherical k-means: ``k`` unit-norm words, (k, 128) float32 -- a depth-2 vocabulary tree.
 
@@ -218,7 +218,7 @@ def build_dictionary(
     niter: int = 20,
     cache: Cache | None = None,
     method: KmeansMethod = "flat",
-    progress=lambda it, desc="", total=None: it,  # type: ignore[no-untyped-def]
+    progress: Progress = no_progress,
 ) -> np.ndarray:
     """SIFT descriptors of ``images`` (+ ``augment`` random views each), clustered into ``k`` centroids.
 
@@ -244,7 +244,7 @@ def build_dictionary(
 
     def compute() -> dict[str, np.ndarray]:
         views = augment_images(images, augment, seed)
-        feats = extract_features(views, sift_cfg, cache=cache)
+        feats = extract_features(views, sift_cfg, cache=cache, progress=progress)
         if len(feats.descriptors) < k:
             raise InputError(
                 f"{len(images.ids)} images (x{augment + 1} views) gave {len(feats.descriptors)} SIFT descriptors, "

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from vispriv.harness import Cache, Images, blas_threads, torch_threads
+from vispriv.harness import Cache, Images, Progress, blas_threads, no_progress, torch_threads
 from vispriv.harness.errors import InputError
 from vispriv.harness.hashing import fingerprint
 from vispriv.plugins.descriptor_release.config import MIN_IMAGE_SIDE, SiftConfig
@@ -158,11 +158,11 @@ def _extract_one_dense(img: torch.Tensor, cfg: SiftConfig) -> tuple[np.ndarray, 
     return centres[keep], d[keep], geometry[keep]
 
 
-def _extract(images: Images, cfg: SiftConfig) -> dict[str, np.ndarray]:
+def _extract(images: Images, cfg: SiftConfig, progress: Progress = no_progress) -> dict[str, np.ndarray]:
     grey = to_grey_tensor(images.images, cfg.image_size, cfg.precision)
     one = _extract_one_dog if cfg.detector == "dog" else _extract_one_dense
     kps, descs, geoms, index = [], [], [], []
-    for i in range(len(grey)):
+    for i in progress(range(len(grey)), desc="SIFT", total=len(grey)):
         with torch_threads(1):  # small images are overhead-bound: more threads on a loaded 2-core machine ran 15x slower
             k, d, g = one(grey[i], cfg)
         kps.append(k.astype(np.float32))
@@ -180,13 +180,17 @@ def _extract(images: Images, cfg: SiftConfig) -> dict[str, np.ndarray]:
     }
 
 
-def extract_features(images: Images, cfg: SiftConfig, cache: Cache | None = None) -> RawFeatures:
+def extract_features(
+    images: Images, cfg: SiftConfig, cache: Cache | None = None, progress: Progress = no_progress
+) -> RawFeatures:
     """SIFT keypoints + 128-d L2 SIFT descriptors of every image, flat (see :mod:`.payloads`).
 
     Args:
         images: the images (N, H, W, C) in [0, 1]; C = 1 or 3.
         cfg: extraction settings (:class:`SiftConfig`).
         cache: when given, the result is cached by content (config + image bytes + ids).
+        progress: wraps the loop over images when they are extracted (a cache miss), e.g.
+            ``ctx.progress``: a heartbeat line every 30 s off a terminal.
 
     Returns:
         :class:`RawFeatures` whose ``image_ids`` are ``images.ids``; images without keypoints
@@ -198,7 +202,7 @@ def extract_features(images: Images, cfg: SiftConfig, cache: Cache | None = None
     if cfg.image_size is None and min(h, w) < MIN_IMAGE_SIDE:
         raise InputError(f"images are {h}x{w} px; SIFT needs at least {MIN_IMAGE_SIDE} px a side (or set image_size)")
     parts = {"version": SIFT_VERSION, "cfg": cfg, "images": fingerprint(images.images), "ids": images.ids}
-    arrays = (cache or Cache(None)).arrays("sift", parts, lambda: _extract(images, cfg))
+    arrays = (cache or Cache(None)).arrays("sift", parts, lambda: _extract(images, cfg, progress))
     return RawFeatures(
         keypoints=arrays["keypoints"],
         image_index=arrays["image_index"],

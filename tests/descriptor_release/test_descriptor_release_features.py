@@ -11,6 +11,7 @@ from vispriv.harness.data.image_folder import load_image_folder
 from vispriv.harness.errors import ConfigError, InputError
 from vispriv.plugins.descriptor_release.dictionary import (
     allot_words,
+    build_dictionary,
     hierarchical_kmeans,
     nearest_neighbours,
     spherical_kmeans,
@@ -45,6 +46,27 @@ def test_sift_plain_l2_quantised_and_cached(photos, tmp_path):
     again = extract_features(photos, SiftConfig(max_keypoints=64), cache)
     assert cache.hits >= 1
     np.testing.assert_array_equal(again.descriptors, feats.descriptors)
+
+
+def test_a_dictionarys_sift_and_kmeans_report_their_progress_and_a_cache_hit_reports_none(photos, tmp_path):
+    """Localisation Table 2 extracted SIFT of 3,360 views for minutes without a line off a terminal."""
+    seen: list[tuple[str, int | None, int]] = []
+
+    def progress(iterable, desc="", total=None):  # type: ignore[no-untyped-def]
+        items = list(iterable)
+        seen.append((desc, total, len(items)))
+        return items
+
+    cache = Cache(tmp_path)
+    cfg = SiftConfig(max_keypoints=64)
+    words = build_dictionary(photos, 8, cfg, seed=0, augment=1, cache=cache, method="hierarchical", progress=progress)
+    assert seen[0] == ("SIFT", 4, 4)  # 2 photos + 1 random view each
+    assert seen[1][0] == "k-means per top cluster" and seen[1][1] == seen[1][2] >= 1
+    quiet = build_dictionary(photos, 8, cfg, seed=0, augment=1, method="hierarchical")  # computed again, uncached
+    np.testing.assert_array_equal(quiet, words)  # the progress callable never changes the words
+    seen.clear()
+    build_dictionary(photos, 8, cfg, seed=0, augment=1, cache=cache, method="hierarchical", progress=progress)
+    assert seen == []
 
 
 def test_descriptors_are_plain_sift_the_hellinger_map_of_which_is_rootsift(photos):

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vispriv.harness import Cache, Images
+from vispriv.harness import Cache, Images, Progress, no_progress
 from vispriv.harness.errors import InputError
 from vispriv.plugins.descriptor_release.frames import read_at_most
 from vispriv.plugins.descriptor_release.localisation.reader import Benchmark, View, pycolmap_camera
@@ -104,7 +104,7 @@ def _tracks(n_nodes: int, edges: np.ndarray) -> list[np.ndarray]:
 
 def triangulate_map(
     features: list[RawFeatures], references: list[View], pairs: list[tuple[int, int]],
-    ratio: float, max_error_deg: float, min_angle_deg: float, seed: int, progress=lambda it, **kw: it,  # type: ignore[no-untyped-def]
+    ratio: float, max_error_deg: float, min_angle_deg: float, seed: int, progress: Progress = no_progress,
 ) -> dict[str, np.ndarray]:
     """Steps 3-5 of the module docstring: ``points`` (P, 3) and, per observation (inlier view of a
     point), ``descriptors`` (O, 128), ``image`` (O,), ``keypoint`` (O, 2), ``point`` (O,)."""
@@ -167,7 +167,7 @@ def _reference_fingerprint(bench: Benchmark) -> list[object]:
 def build_map(
     bench: Benchmark, sift_cfg: SiftConfig, max_side: int | None, neighbours: int, max_angle: float, ratio: float,
     max_error_deg: float, min_angle_deg: float, seed: int = 0, cache: Cache | None = None,
-    progress=lambda it, **kw: it,  # type: ignore[no-untyped-def]
+    progress: Progress = no_progress,
 ) -> LocalisationMap:
     """The triangulated map of ``bench``'s references (module docstring), cached by content."""
     cache = cache or Cache(None)

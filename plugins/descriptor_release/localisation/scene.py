@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import Field
 
-from vispriv.harness import Cache, PluginConfig
+from vispriv.harness import Cache, PluginConfig, Progress, no_progress
 from vispriv.harness.data.bundled import to_uint8
 from vispriv.plugins.descriptor_release.localisation.render import look_at, make_room, render
 
@@ -138,7 +138,7 @@ def quaternion(rot: np.ndarray) -> np.ndarray:
     return wxyz if wxyz[0] >= 0 else -wxyz
 
 
-def write_scene(root: Path, cfg: RoomSceneConfig, progress=lambda it, desc="", total=None: it) -> Path:  # type: ignore[no-untyped-def]
+def write_scene(root: Path, cfg: RoomSceneConfig, progress: Progress = no_progress) -> Path:
     """Render the room and write the benchmark layout under ``root`` (module docstring); returns ``root``."""
     room = make_room(cfg.room, cfg.tile, cfg.texels_per_metre, cfg.seed)
     camera = ("PINHOLE", cfg.width, cfg.height, (cfg.focal, cfg.focal, cfg.width / 2, cfg.height / 2))
@@ -170,7 +170,7 @@ def write_scene(root: Path, cfg: RoomSceneConfig, progress=lambda it, desc="", t
     return root
 
 
-def scene_root(cfg: RoomSceneConfig, cache: Cache, progress=lambda it, desc="", total=None: it) -> Path:  # type: ignore[no-untyped-def]
+def scene_root(cfg: RoomSceneConfig, cache: Cache, progress: Progress = no_progress) -> Path:
     """The written scene's folder: in the cache (rendered once per config) or, without a cache, a temp folder."""
     if not cache.enabled:
         return write_scene(Path(tempfile.mkdtemp(prefix="vispriv-room-")), cfg, progress)

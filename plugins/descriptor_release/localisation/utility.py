@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from vispriv.harness import Cache, Images, PluginConfig
+from vispriv.harness import Cache, Images, PluginConfig, Progress, no_progress
 from vispriv.harness.errors import InputError
 from vispriv.plugins.descriptor_release.localisation.map import LocalisationMap, build_map, view_features
 from vispriv.plugins.descriptor_release.localisation.reader import Benchmark, View, pycolmap_camera
@@ -146,12 +146,8 @@ def absolute_pose(points2d: np.ndarray, points3d: np.ndarray, view: View, protoc
     return pose.rotation.matrix(), np.asarray(pose.translation, np.float64), n_inliers
 
 
-def _no_progress(iterable, desc: str = "", total: int | None = None):  # type: ignore[no-untyped-def]
-    return iterable
-
-
 def localisation_map(
-    bench: Benchmark, sift_cfg: SiftConfig, protocol: LocalisationProtocol, cache: Cache | None, progress: Any = _no_progress,
+    bench: Benchmark, sift_cfg: SiftConfig, protocol: LocalisationProtocol, cache: Cache | None, progress: Progress = no_progress,
 ) -> LocalisationMap:
     """The benchmark's map at the protocol's settings (cached)."""
     keypoints = protocol.map_keypoints or protocol.query_keypoints or sift_cfg.max_keypoints
@@ -195,7 +191,7 @@ def localisation_utility(
     ``protect_reference`` also protects the map (lifted-to-lifted), which the paper does not do;
     ``progress`` wraps the long loops (the cell's :meth:`CellContext.progress`; none when ``None``).
     """
-    progress = progress or _no_progress
+    progress = progress or no_progress
     bench, protocol = queries.benchmark, queries.protocol
     assert bench is not None
     world = localisation_map(bench, sift_cfg, protocol, cache, progress)
