@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from vispriv.harness.artifacts import RECONSTRUCTION_SAMPLE, save_image_grid
-from vispriv.harness.report.tables import CellRow, config_labels
+from vispriv.harness.report.tables import CellRow, config_labels, file_stem
 
 
 @dataclass
@@ -70,7 +70,7 @@ def gallery_pngs(samples: dict[str, list[Sample]], out_dir: Path, max_rows: int 
             by_ids[s.ids].append(s)
         for n, (ids, same) in enumerate(sorted(by_ids.items(), key=lambda kv: -len(kv[1]))):
             scored = ranked(merge_identical(same))[:max_rows]
-            stem = re.sub(r"[^A-Za-z0-9_.=-]+", "_", scenario) + (f"_{n}" if n else "")
+            stem = file_stem(scenario) + (f"_{n}" if n else "")
             path = save_image_grid(
                 out_dir / f"gallery_{stem}.png",
                 [scored[0][1].truth / 255.0] + [s.estimate / 255.0 for _, s in scored],

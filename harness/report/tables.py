@@ -409,6 +409,22 @@ def heatmap_figure(p: Pivot) -> Any:
 #: Resolution of the report's PNGs (dots per inch).
 DPI = 110
 
+#: Longest file-name stem a report writes (file systems allow 255 bytes per name).
+MAX_STEM = 120
+
+
+def file_stem(text: str, limit: int = MAX_STEM) -> str:
+    """``text`` as a file-name stem: runs of characters other than letters, digits, ``_.=-``
+    become ``_``; a stem longer than ``limit`` keeps its first characters and ends in a hash of
+    the whole text, so distinct long labels (a dataset's many settings) stay distinct files."""
+    import hashlib
+
+    stem = re.sub(r"[^A-Za-z0-9_.=-]+", "_", text)
+    if len(stem) <= limit:
+        return stem
+    digest = hashlib.sha1(text.encode()).hexdigest()[:10]
+    return f"{stem[: limit - 11]}_{digest}"
+
 
 def heatmap_size(p: Pivot) -> tuple[float, float]:
     """The heatmap's (width, height) in inches: 1.1 inch per column, so that every cell's
@@ -564,7 +580,7 @@ def write_report(
     for utility, privacy in frontiers or []:
         for uname, pname in report_frontier.resolve_pair(rows, utility, privacy):
             for f in report_frontier.frontiers(rows, uname, pname):
-                stem = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{f.scenario}__{uname}__{pname}")
+                stem = file_stem(f"{f.scenario}__{uname}__{pname}")
                 png = report_frontier.frontier_png(f, out_dir / f"frontier_{stem}.png")
                 files.append(png)
                 md_parts.append(report_frontier.to_markdown(f) + f"\n![frontier {f.scenario}]({png.name})\n")
@@ -572,7 +588,7 @@ def write_report(
     for name in names:
         pivots = [q for rp, cp in tables for q in param_pivot(rows, name, rp, cp)] if tables else pivot(rows, name)
         for p in pivots:
-            stem = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{p.scenario}__{name}")
+            stem = file_stem(f"{p.scenario}__{name}")
             png = heatmap_png(p, out_dir / f"heatmap_{stem}.png")
             files.append(png)
             md_parts.append(to_markdown(p) + f"\n![{name}]({png.name})\n")
@@ -604,7 +620,7 @@ def write_report(
                 sections.setdefault(t.scenario, report_html.Section(t.scenario)).deletions.append(t)
     for x, y, group in curves or []:
         for yname in resolve_metric(rows, y):
-            png = curve_png(rows, x, yname, group, out_dir / f"curve_{yname.replace('/', '_')}_vs_{x}.png")
+            png = curve_png(rows, x, yname, group, out_dir / f"curve_{file_stem(yname.replace('/', '_') + '_vs_' + x)}.png")
             files.append(png)
             md_parts.append(f"\n**{yname} vs {x}**\n\n![{yname} vs {x}]({png.name})\n")
             curve_figs.append((f"{yname} vs {x}", png.name))
