@@ -26,7 +26,7 @@ import re
 import sys
 import textwrap
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -254,17 +254,59 @@ def _over_runs(values: list[float]) -> tuple[float, float | None]:
     return (values[0], None) if len(values) == 1 else mean_se(values)
 
 
+def param_value(params: dict[str, str], name: str) -> str | None:
+    """The logged value of ``name`` in a run's params, or None.
+
+    Nested settings are logged as one JSON object per top-level field
+    (``defense.matching = {"criterion": "vocabulary", ...}``); a dotted name reaches into it the
+    way the cell labels write it (``defense.matching.criterion``), a string as plain text and
+    any other value as JSON.
+    """
+    if name in params:
+        return params[name]
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        head = ".".join(parts[:cut])
+        if head not in params:
+            continue
+        try:
+            value = json.loads(params[head])
+        except ValueError:
+            return None
+        for key in parts[cut:]:
+            if not isinstance(value, dict) or key not in value:
+                return None
+            value = value[key]
+        return value if isinstance(value, str) else json.dumps(value)
+    return None
+
+
+def check_table_params(rows: list[CellRow], names: list[str]) -> None:
+    """Raise :class:`VisprivError` naming each of ``names`` that no run logged, with the
+    params the runs did log (a ``--table`` of a misspelt or absent setting used to print nothing)."""
+    missing = [n for n in names if all(param_value(r.params, n) is None for r in rows)]
+    if missing:
+        logged = sorted({k for r in rows for k in r.params if k.split(".")[0] in ("dataset", "defense", "attack")})
+        raise VisprivError(
+            f"--table: no cell logged {', '.join(missing)}; logged params: {', '.join(logged)} "
+            "(nested settings by dotted keys, e.g. defense.matching.criterion)"
+        )
+
+
 def param_pivot(rows: list[CellRow], metric: str, row_params: list[str], col_param: str) -> list[Pivot]:
     """``metric`` with rows = combinations of ``row_params`` and columns = values of ``col_param``.
 
     For sweeps (e.g. rows ``defense.dictionary_size,defense.m``, columns ``defense.epsilon``).
-    Per scenario; only runs that logged every named param. A ``utility/`` metric belongs to
-    the defense, so its rows ignore the attack; other metrics get one row per attack too.
+    Per scenario; only runs that logged every named param (nested settings by dotted keys,
+    :func:`param_value`). A ``utility/`` metric belongs to the defense, so its rows ignore the
+    attack; other metrics get one row per attack too.
     """
     groups: dict[str, list[CellRow]] = defaultdict(list)
+    named = [col_param, *row_params]
     for r in rows:
-        if metric in r.metrics and col_param in r.params and all(p in r.params for p in row_params):
-            groups[r.scenario].append(r)
+        values = {p: param_value(r.params, p) for p in named}
+        if metric in r.metrics and all(v is not None for v in values.values()):
+            groups[r.scenario].append(replace(r, params={**r.params, **values}))
     out = []
     for scenario, rs in sorted(groups.items()):
         per_attack = not metric.startswith("utility/")
@@ -568,6 +610,8 @@ def write_report(
     names: list[str] = []
     for m in metrics or metric_names(rows):
         names.extend(n for n in resolve_metric(rows, m) if n not in names)
+    for row_params, col_param in tables or []:
+        check_table_params(rows, [*row_params, col_param])
     out_dir.mkdir(parents=True, exist_ok=True)
     files: list[Path] = []
     md_parts = [f"# vispriv report: {experiment}\n"]

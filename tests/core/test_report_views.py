@@ -9,6 +9,7 @@ the release) + floor``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import matplotlib
@@ -309,3 +310,29 @@ def test_file_names_of_long_labels_stay_under_the_file_systems_limit_and_distinc
     assert len(long_a) > 255 and len(a) == MAX_STEM and len(b) == MAX_STEM
     assert a != b and a[:100] == b[:100]  # same opening, told apart by the hash of the whole label
     assert file_stem(long_a) == a and all(c.isalnum() or c in "_.=-" for c in a)
+
+
+def test_a_table_reaches_into_nested_settings_by_dotted_keys_and_names_a_setting_nobody_logged():
+    """``--table defense.matching.criterion:dataset.protocol.ransac_trials`` printed nothing: nested
+    settings are logged as one JSON object per field."""
+    from vispriv.harness.report.tables import check_table_params, param_pivot, param_value
+
+    def row(criterion: str, trials: int, value: float) -> CellRow:
+        params = {"defense.matching": json.dumps({"criterion": criterion, "ratio": 0.8}),
+                  "dataset.protocol": json.dumps({"ransac_trials": trials, "thresholds": [[0.25, 2.0]]}),
+                  "defense.quantiser": "hnsw"}
+        return _row("mean-image", f"ldp-feat({criterion})", params, {"utility/localised": value})
+
+    rows = [row(c, t, v) for c, t, v in [("vocabulary", 10000, 45.0), ("mutual-nn", 10000, 13.1),
+                                         ("vocabulary", 100000, 48.8), ("mutual-nn", 100000, 43.1)]]
+    assert param_value(rows[0].params, "defense.matching.criterion") == "vocabulary"
+    assert param_value(rows[0].params, "dataset.protocol.ransac_trials") == "10000"
+    assert param_value(rows[0].params, "dataset.protocol.thresholds") == "[[0.25, 2.0]]"
+    assert param_value(rows[0].params, "defense.quantiser") == "hnsw"
+    assert param_value(rows[0].params, "defense.matching.nothing") is None
+    (p,) = param_pivot(rows, "utility/localised", ["defense.matching.criterion"], "dataset.protocol.ransac_trials")
+    assert p.values == {("criterion=mutual-nn", "10000"): 13.1, ("criterion=vocabulary", "10000"): 45.0,
+                        ("criterion=mutual-nn", "100000"): 43.1, ("criterion=vocabulary", "100000"): 48.8}
+    check_table_params(rows, ["defense.matching.criterion", "dataset.protocol.ransac_trials"])
+    with pytest.raises(VisprivError, match=r"no cell logged defense\.matching\.criteria; logged params: .*defense\.matching"):
+        check_table_params(rows, ["defense.matching.criteria", "dataset.protocol.ransac_trials"])
