@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from vispriv.harness.errors import VisprivError
+from vispriv.harness.hashing import stable_hash
 from vispriv.harness.labels import relabel, short_value
 from vispriv.harness.stats import mean_se
 from vispriv.harness.tracking import Tracker, store_location
@@ -459,13 +460,10 @@ def file_stem(text: str, limit: int = MAX_STEM) -> str:
     """``text`` as a file-name stem: runs of characters other than letters, digits, ``_.=-``
     become ``_``; a stem longer than ``limit`` keeps its first characters and ends in a hash of
     the whole text, so distinct long labels (a dataset's many settings) stay distinct files."""
-    import hashlib
-
     stem = re.sub(r"[^A-Za-z0-9_.=-]+", "_", text)
     if len(stem) <= limit:
         return stem
-    digest = hashlib.sha1(text.encode()).hexdigest()[:10]
-    return f"{stem[: limit - 11]}_{digest}"
+    return f"{stem[: limit - 11]}_{stable_hash(text, length=10)}"
 
 
 def heatmap_size(p: Pivot) -> tuple[float, float]:

@@ -223,7 +223,7 @@ class _Inversion(Attack):
         start = time.perf_counter()
         refined, losses = refine_to_descriptors(
             estimate, release.keypoints, release.scales, release.orientations, self.refine_targets(release),
-            release.image_index, cfg, progress=lambda it, desc, total: ctx.progress(it, desc=desc, total=total),
+            release.image_index, cfg, progress=ctx.progress,
         )
         return refined, {**{f"refine_{k}": v for k, v in losses.items()}, "refine_seconds": time.perf_counter() - start}
 

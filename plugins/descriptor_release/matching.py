@@ -36,13 +36,13 @@ distance matrix between rows of two payloads.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
 
-from vispriv.harness import Cache, Images, PluginConfig, blas_threads
+from vispriv.harness import Cache, Images, PluginConfig, Progress, blas_threads
 from vispriv.harness.errors import ConfigError, InputError
 from vispriv.plugins.descriptor_release.payloads import LiftedFeatures, RawFeatures
 from vispriv.plugins.descriptor_release.sift import SiftConfig, extract_features
@@ -50,9 +50,6 @@ from vispriv.plugins.descriptor_release.subspace import point_subspace_sqdist, s
 
 ProtectFn = Callable[[RawFeatures], Any]
 DistanceFn = Callable[[Any, np.ndarray, Any, np.ndarray], np.ndarray]
-
-#: ``progress(iterable, desc=...)``: a progress wrapper such as :meth:`CellContext.progress`.
-ProgressFn = Callable[..., Iterable[Any]]
 
 
 class MatchingConfig(PluginConfig):
@@ -276,7 +273,7 @@ def evaluate_utility(
     distance: DistanceFn = pair_distance,
     protect_reference: bool = False,
     cache: Cache | None = None,
-    progress: ProgressFn | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, float]:
     """Matching utility of a defense: homography pairs of ``images`` and the motorcycle stereo pair.
 

@@ -54,13 +54,13 @@ Both terms may be present; the subspace term is weighted by ``subspace_weight``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from vispriv.harness import Progress, no_progress
 from vispriv.harness.errors import InputError
 from vispriv.plugins.descriptor_release.inversion.config import RefineConfig
 from vispriv.plugins.descriptor_release.payloads import DESCRIPTOR_DIM
@@ -69,8 +69,6 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = ["RefineConfig", "SiftTargets", "descriptor_loss", "refine_to_descriptors", "sift_at_frames"]
-
-Progress = Callable[[Iterable[int], str, int], Iterator[int]]
 
 
 @lru_cache(maxsize=4)
@@ -213,7 +211,7 @@ def refine_to_descriptors(
     descriptors: np.ndarray | SiftTargets,
     image_index: np.ndarray,
     cfg: RefineConfig,
-    progress: Progress | None = None,
+    progress: Progress = no_progress,
 ) -> tuple[np.ndarray, dict[str, float]]:
     """``images`` (N, H, W, C) in [0, 1] refined so that their SIFT at the keypoints' frames
     matches ``descriptors`` (K, 128) -- or, more generally, the candidate sets and/or subspaces
@@ -237,7 +235,7 @@ def refine_to_descriptors(
     grey = images.mean(axis=-1)
     before = after = 0.0
     steps = range(cfg.steps * len(chunks))
-    ticks = iter(progress(steps, "refine (descriptor matching)", len(steps)) if progress else steps)
+    ticks = iter(progress(steps, "refine (descriptor matching)", len(steps)))
     for chunk in chunks:
         rows = np.flatnonzero(np.isin(image_index, chunk))
         local = torch.from_numpy(np.searchsorted(chunk, image_index[rows]))

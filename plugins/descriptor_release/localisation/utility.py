@@ -183,7 +183,7 @@ def match_to_map(
 
 def localisation_utility(
     queries: LocalisationImages, sift_cfg: SiftConfig, protect: Any, cfg: Any, seed: int, distance: Any,
-    protect_reference: bool = False, cache: Cache | None = None, progress: Any = None,
+    protect_reference: bool = False, cache: Cache | None = None, progress: Progress | None = None,
 ) -> dict[str, float]:
     """Localise every query of ``queries.benchmark`` from its protected features (module docstring).
 
