@@ -80,13 +80,27 @@ class MatchingConfig(PluginConfig):
 def squared_distances(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """(len(x), len(y)) squared Euclidean distances ``|x|^2 + |y|^2 - 2 x.y`` in float64.
 
-    The product runs on one BLAS thread: released dictionary words repeat, so their distances
-    to a reference tie up to rounding, and a multi-threaded ``gemm`` rounds by the machine's
-    core count (the ratio test would then keep other matches on another machine).
+    Released dictionary words repeat, so their distances to a reference tie. A BLAS ``gemm``
+    rounds a row by where it falls in its kernel's tiles and by the thread count, so two copies
+    of one row could differ in the last bit, by machine (AVX-512 vs AVX2 kernels) and core
+    count, and mutual nearest neighbours would break the tie differently on another machine.
+    The distinct rows of ``x`` and ``y`` are multiplied once, on one BLAS thread, and equal rows
+    share their distances bit for bit (a tie then goes to the first row, ``np.argmin``'s rule).
     """
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    xu, x_of = _distinct_rows(x)
+    yu, y_of = _distinct_rows(y)
     with blas_threads(1):
-        return (x * x).sum(1)[:, None] + (y * y).sum(1)[None, :] - 2.0 * x @ y.T
+        sq = (xu * xu).sum(1)[:, None] + (yu * yu).sum(1)[None, :] - 2.0 * xu @ yu.T
+    return sq[x_of][:, y_of]
+
+
+def _distinct_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of ``a`` and, for each row of ``a``, the index of its distinct row."""
+    if len(a) < 2:
+        return a, np.arange(len(a))
+    distinct, of = np.unique(a, axis=0, return_inverse=True)
+    return distinct, of.reshape(-1)
 
 
 def pair_distance(a: Any, a_rows: np.ndarray, b: Any, b_rows: np.ndarray) -> np.ndarray:

@@ -23,6 +23,7 @@ from vispriv.plugins.descriptor_release.matching import (
     random_homography,
     ransac,
     ratio_match,
+    squared_distances,
 )
 from vispriv.plugins.descriptor_release.sift import SiftConfig, extract_features, quantize_colmap
 from vispriv.plugins.descriptor_release.splits import BUNDLED_SPLITS
@@ -175,6 +176,35 @@ def test_ratio_match_hand_case():
     # mutual check: column 0's nearest row is 0, so row 1 -> 0 is dropped even without ratio
     np.testing.assert_array_equal(ratio_match(dist, 1.0, mutual=True), [[0, 0], [2, 2]])
     assert len(ratio_match(dist, 1.0, mutual=False)) == 3
+
+
+def test_repeated_descriptors_get_bit_identical_distances_whatever_the_blas_kernel():
+    """LDP-Feat releases repeat dictionary words: their distances must tie exactly.
+
+    A BLAS ``gemm`` rounds a row by where it falls in the kernel's tiles (on AVX-512 a row and
+    its copy 17 rows further differ in the last bit in about a quarter of such products), so
+    mutual nearest neighbours would break the tie by the machine's kernel. Distances of equal
+    rows are computed once and shared.
+    """
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n = int(rng.integers(9, 40))
+        x = rng.random((n, 128)) * 255
+        x[n - 1] = x[0]
+        y = rng.random((int(rng.integers(5, 40)), 128)) * 255
+        y[-1] = y[0]
+        d = squared_distances(x, y)
+        assert np.array_equal(d[0], d[n - 1])
+        assert np.array_equal(d[:, 0], d[:, -1])
+        np.testing.assert_allclose(d, ((x[:, None] - y[None]) ** 2).sum(-1), rtol=1e-9)
+
+
+def test_a_tie_between_identical_queries_goes_to_the_first_in_mutual_matching():
+    ref = np.array([[0.0, 0.0], [10.0, 10.0]])
+    query = np.array([[1.0, 1.0], [9.0, 9.0], [1.0, 1.0]])  # rows 0 and 2 identical: both nearest to ref 0
+    dist = np.sqrt(squared_distances(query, ref))
+    assert dist[0, 0] == dist[2, 0]
+    np.testing.assert_array_equal(ratio_match(dist, 0.8, mutual=True), [[0, 0], [1, 1]])
 
 
 def test_homography_and_ransac():
