@@ -245,6 +245,9 @@ def _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, q
 @click.option("--frontier", "frontiers", multiple=True, metavar="UTILITY:PRIVACY",
               help="Privacy-utility frontier per scenario: each defense config at (its UTILITY metric, "
                    "the strongest attack's PRIVACY metric), with the Pareto front (repeatable).")
+@click.option("--strongest", "strongest", multiple=True, metavar="PRIVACY[:UTILITY]",
+              help="Per scenario, each defense config's strongest attack on PRIVACY (adaptive or not), the "
+                   "runner-up, and the defense's UTILITY beside it (repeatable).")
 @click.option("--paired", "paired", multiple=True, metavar="METRIC",
               help="Rank the cells scored on the same images by METRIC with paired differences between "
                    "neighbours (from the cells' per-image CSVs; repeatable).")
@@ -262,11 +265,12 @@ def _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, q
 @click.option("--parent", default=None, help="Only cells of this parent run.")
 @click.option("--tracking-uri", default=None)
 @click.option("--no-log", is_flag=True, help="Do not log the report on the parent run.")
-def report(experiment, metrics, formats, out_dir, curves, tables, frontiers, paired, paired_ids, paired_cells,  # type: ignore[no-untyped-def]
-           budget_deletions, budget_pairs, parent, tracking_uri, no_log):
+def report(experiment, metrics, formats, out_dir, curves, tables, frontiers, strongest, paired, paired_ids,  # type: ignore[no-untyped-def]
+           paired_cells, budget_deletions, budget_pairs, parent, tracking_uri, no_log):
     """Pivot attack x defense tables (with heatmaps) from MLflow."""
     from vispriv.harness.paths import check_folder
     from vispriv.harness.report import deletions as report_deletions
+    from vispriv.harness.report import strongest as report_strongest
     from vispriv.harness.report import write_report
     from vispriv.harness.report.frontier import parse_spec
     from vispriv.harness.tracking import Tracker
@@ -285,6 +289,7 @@ def report(experiment, metrics, formats, out_dir, curves, tables, frontiers, pai
             raise VisprivError(f"--table {spec!r}: expected ROW1,ROW2:COL, e.g. defense.dictionary_size,defense.m:defense.epsilon")
         table_specs.append(([r for r in row_part.split(",") if r], col))
     frontier_specs = [parse_spec(spec) for spec in frontiers]
+    strongest_specs = [report_strongest.parse_spec(spec) for spec in strongest]
     deletion_specs = [report_deletions.parse_spec(spec) for spec in budget_deletions]
     pairs = report_deletions.parse_pairs(budget_pairs)
     if pairs and not deletion_specs:
@@ -294,7 +299,7 @@ def report(experiment, metrics, formats, out_dir, curves, tables, frontiers, pai
         Tracker(tracking_uri, create=False), experiment, out_dir, list(metrics) or None, list(formats) or ["md"], parsed,
         parent_id=parent, command=command.strip(), log_to_parent=not no_log, tables=table_specs,
         frontiers=frontier_specs, paired=list(paired), paired_ids=paired_ids, paired_cells=paired_cells,
-        budget_deletions=deletion_specs, budget_pairs=pairs,
+        budget_deletions=deletion_specs, budget_pairs=pairs, strongest=strongest_specs,
     )
     if "md" in (formats or ["md"]):
         click.echo(files.markdown)

@@ -22,10 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from vispriv.harness.labels import relabel
+from vispriv.harness.report import strongest
 from vispriv.harness.report.deletions import DeletionTable
 from vispriv.harness.report.deletions import to_html as deletions_html
 from vispriv.harness.report.frontier import Frontier, axes_text, missing_text
 from vispriv.harness.report.paired import Ladder, order_text, sense
+from vispriv.harness.report.strongest import StrongestTable
 from vispriv.harness.report.tables import DPI, CellRow, Pivot, _fmt, heatmap_size
 
 STYLE = """
@@ -77,6 +79,7 @@ class Section:
     grids: list[Grid] = field(default_factory=list)
     ladders: list[Ladder] = field(default_factory=list)
     deletions: list[DeletionTable] = field(default_factory=list)
+    strongest: list[StrongestTable] = field(default_factory=list)
 
 
 def copy_grids(tracker: Any, rows: list[CellRow], out_dir: Path, per_scenario: int = 24) -> dict[str, list[Grid]]:
@@ -145,7 +148,12 @@ def _colour(p: Pivot, value: float) -> str:
 def table_html(p: Pivot) -> str:
     """The pivot as an HTML table, each value coloured by where it lies in the metric's range
     (red to green from the defender's point of view, :func:`hue`)."""
+    from vispriv.harness.report.strongest import strongest_cells
+
     arrow = p.sense
+    bold = strongest_cells(p)
+    if bold:
+        arrow += "; bold: the strongest attack against each defense"
     where = p.scenario.split(": ", 1)[1] + "; " if ": " in p.scenario else ""
     head = "".join(f"<th>{html.escape(p.label(c))}</th>" for c in p.cols)
     body = []
@@ -153,7 +161,8 @@ def table_html(p: Pivot) -> str:
         cells = []
         for c in p.cols:
             if (r, c) in p.values:
-                cells.append(f"<td{_colour(p, p.values[(r, c)])}>{html.escape(p.cell_text(r, c))}</td>")
+                text = html.escape(p.cell_text(r, c))
+                cells.append(f"<td{_colour(p, p.values[(r, c)])}>{f'<b>{text}</b>' if (r, c) in bold else text}</td>")
             else:
                 cells.append('<td class="missing">–</td>')
         body.append(f"<tr><th>{html.escape(p.label(r))}</th>{''.join(cells)}</tr>")
@@ -189,6 +198,17 @@ def ladder_html(ladder: Ladder) -> str:
         "<th>gap / s.e. (overlap-robust)</th><th>effective n</th></tr>"
         + "".join(rows) + "</table>"
     )
+
+
+def strongest_html(t: StrongestTable) -> str:
+    """The strongest-attack table (:mod:`vispriv.harness.report.strongest`) as HTML."""
+    title, sense_of = strongest.heading(t)
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in strongest.columns(t))
+    body = "".join(
+        f"<tr><th>{html.escape(row[0])}</th>" + "".join(f"<td>{html.escape(c)}</td>" for c in row[1:]) + "</tr>"
+        for row in strongest.cells(t)
+    )
+    return f"<h3>{html.escape(title)} <small>({html.escape(sense_of)})</small></h3><table><tr>{head}</tr>{body}</table>"
 
 
 def frontier_html(f: Frontier, src: str) -> str:
@@ -244,6 +264,7 @@ def page(
         parts.append(f'<section id="curves"><h2>Privacy-utility curves</h2><div class="grids">{figs}</div></section>')
     for s in sections:
         body = [f'<section id="{_safe(s.scenario)}"><h2>{html.escape(s.scenario)}</h2>']
+        body.extend(strongest_html(t) for t in s.strongest)
         for p, png in s.tables:
             # Shown at its own size (it is sized by its column count), not shrunk to the pair's 520 px.
             px = int(heatmap_size(p)[0] * DPI)

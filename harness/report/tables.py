@@ -68,6 +68,8 @@ class Pivot:
     col_title: str = "defense"
     #: Compact labels of the row and column labels (the params that vary), for plots.
     short: dict[str, str] = field(default_factory=dict)
+    #: The dataset label of the cells behind the pivot ("" for a parameter table over several).
+    dataset: str = ""
 
     @property
     def green_high(self) -> bool:
@@ -227,7 +229,7 @@ def pivot(rows: list[CellRow], metric: str) -> list[Pivot]:
         attacks = _ordered(r.attack for r in rs)
         defenses = _ordered(r.defense for r in rs)
         title = f"{scenario}: {dataset}" if datasets_of[scenario] > 1 else scenario
-        p = Pivot(metric, title, attacks, defenses)
+        p = Pivot(metric, title, attacks, defenses, dataset=dataset)
         p.notes = sorted({r.provenance for r in rs if r.provenance})
         p.higher_is_better = next((r.higher_is_better.get(metric, True) for r in rs), True)
         p.short = {k: short[k] for r in rs for k in (r.attack, r.defense)}
@@ -373,7 +375,16 @@ def _ordered(items: Any) -> list[str]:
 def to_markdown(p: Pivot) -> str:
     """The pivot as a markdown table; a single attack against many defenses is written
     one defense per row so that it stays readable."""
+    from vispriv.harness.report.strongest import strongest_cells
+
     arrow = p.sense
+    bold = strongest_cells(p)
+
+    def cell(r: str, c: str) -> str:
+        return f"**{p.cell_text(r, c)}**" if (r, c) in bold else p.cell_text(r, c)
+
+    if bold:
+        arrow += "; bold: the strongest attack against each defense"
     if len(p.rows) == 1 and len(p.cols) > 3 and p.row_title == "attack":
         attack = p.rows[0]
         lines = [f"**{p.metric}** ({p.scenario}; {arrow}) — attack: {p.label(attack)}", ""]
@@ -384,7 +395,7 @@ def to_markdown(p: Pivot) -> str:
         lines.append(f"| {p.row_title} \\ {p.col_title} | " + " | ".join(p.label(c) for c in p.cols) + " |")
         lines.append("|---|" + "---|" * len(p.cols))
         for r in p.rows:
-            lines.append(f"| {p.label(r)} | " + " | ".join(p.cell_text(r, c) for c in p.cols) + " |")
+            lines.append(f"| {p.label(r)} | " + " | ".join(cell(r, c) for c in p.cols) + " |")
     lines += [f"\nData: {note}" for note in p.notes]
     return "\n".join(lines) + "\n"
 
@@ -574,6 +585,7 @@ def write_report(
     paired_cells: str | None = None,
     budget_deletions: list[tuple[list[str], str]] | None = None,
     budget_pairs: list[tuple[str, str]] | None = None,
+    strongest: list[tuple[str, str | None]] | None = None,
 ) -> ReportFiles:
     """Write tables, heatmaps and curves for ``experiment`` into ``out_dir``.
 
@@ -594,12 +606,16 @@ def write_report(
     budgets (``budget_pairs``, else each budget with the next), the fraction of the photos
     deleted at the lower budget but kept at the higher, from the cells' kept masks
     (:mod:`vispriv.harness.report.deletions`, Table 4 of album pruning).
+    ``strongest`` (``(privacy, utility or None)`` metric pairs): per scenario, each defense
+    config's strongest attack on the privacy metric, the runner-up and the utility
+    (:mod:`vispriv.harness.report.strongest`), before the attack x defense tables.
     """
     from vispriv.harness.report import deletions as report_deletions
     from vispriv.harness.report import frontier as report_frontier
     from vispriv.harness.report import gallery as report_gallery
     from vispriv.harness.report import html as report_html
     from vispriv.harness.report import paired as report_paired
+    from vispriv.harness.report import strongest as report_strongest
 
     formats = formats or ["md"]
     rows = collect(tracker, experiment, parent_id, cell_hashes)
@@ -627,6 +643,12 @@ def write_report(
                 files.append(png)
                 md_parts.append(report_frontier.to_markdown(f) + f"\n![frontier {f.scenario}]({png.name})\n")
                 frontier_figs.append((f, png.name))
+    for privacy, utility in strongest or []:
+        for pname, uname in report_strongest.resolve(rows, privacy, utility):
+            for t in report_strongest.tables(rows, pname, uname):
+                md_parts.append(report_strongest.to_markdown(t))
+                scenario = t.scenario.split(": ")[0]
+                sections.setdefault(scenario, report_html.Section(scenario)).strongest.append(t)
     for name in names:
         pivots = [q for rp, cp in tables for q in param_pivot(rows, name, rp, cp)] if tables else pivot(rows, name)
         for p in pivots:
