@@ -415,8 +415,10 @@ def demo(tracking_uri, cache_dir, quiet, out_dir, overrides):  # type: ignore[no
     curves = _available_curves(rows, report_spec.get("curves", []))
     frontiers = [(f["utility"], f["privacy"]) for f in report_spec.get("frontiers", [])
                  if {f["utility"], f["privacy"]} <= present]
+    strongest = [(v["privacy"], v["utility"]) for v in report_spec.get("strongest", [])
+                 if {v["privacy"], v["utility"]} <= present]
     files = write_report(tracker, cfg.name, out_dir, metrics, ["md", "html"], curves, command="vispriv demo",
-                         cell_hashes=hashes, frontiers=frontiers)
+                         cell_hashes=hashes, frontiers=frontiers, strongest=strongest)
     click.echo(files.markdown)
     click.echo(f"HTML report: {(out_dir / 'report.html').resolve()}")
 
