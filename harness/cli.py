@@ -36,7 +36,39 @@ def _registry(strict: bool):  # type: ignore[no-untyped-def]
     return registry
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class PluginCommands(click.Group):
+    """The ``vispriv`` group: the core's commands, and the plugins' (``vispriv_register_commands``).
+
+    Plugins are loaded only when a name the core lacks is asked for or the list is shown
+    (``--help``), so ``vispriv matrix`` never pays for importing every plugin. A plugin that
+    fails to load is one ``warning:`` line, as in ``vispriv plugins``.
+    """
+
+    _loaded = False
+
+    def _load_plugins(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        registry = _registry(strict=False)
+        loaded = len(registry.failures)
+        registry.register_commands(self)
+        for failure in registry.failures[loaded:]:
+            click.echo(f"warning: {failure.line()}", err=True)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = super().get_command(ctx, cmd_name)
+        if found is None and not self._loaded:
+            self._load_plugins()
+            found = super().get_command(ctx, cmd_name)
+        return found
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load_plugins()
+        return super().list_commands(ctx)
+
+
+@click.group(cls=PluginCommands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="vispriv")
 def cli() -> None:
     """vispriv: an adversarial evaluation harness for visual privacy."""

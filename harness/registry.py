@@ -119,6 +119,23 @@ class Registry:
             except Exception as exc:  # noqa: BLE001
                 self._fail(source, f"{hook_name} raised {type(exc).__name__}: {exc}")
 
+    def register_commands(self, cli: Any) -> None:
+        """Let every loaded plugin module add its subcommands to ``cli`` (a click group).
+
+        A module's hook that raises, or adds a command whose name is taken, is a failure of
+        that module (skipped, or fatal with ``strict``); the commands added before stay.
+        """
+        hook_name = "vispriv_register_commands"
+        for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
+            source = self.pm.get_name(impl.plugin) or repr(impl.plugin)
+            group = _NoClashGroup(cli, source)
+            try:
+                impl.function(cli=group)
+            except PluginError as exc:
+                self._fail(source, str(exc))
+            except Exception as exc:  # noqa: BLE001 -- a broken plugin must not stop the harness
+                self._fail(source, f"{hook_name} raised {type(exc).__name__}: {exc}")
+
     def _register(self, kind: str, cls: type[_Plugin], source: str) -> None:
         base = PLUGIN_KINDS[kind]
         if not (isinstance(cls, type) and issubclass(cls, base)):
@@ -192,3 +209,33 @@ def load_registry(strict: bool = False, only: list[str] | None = None) -> Regist
     registry = Registry(strict=strict)
     registry.load_entry_points(only=only)
     return registry
+
+
+class _NoClashGroup:
+    """The click group as a plugin sees it: adding a command whose name exists is a :class:`PluginError`."""
+
+    def __init__(self, group: Any, source: str) -> None:
+        self._group, self._source = group, source
+
+    def add_command(self, cmd: Any, name: str | None = None) -> None:
+        name = name or cmd.name
+        if name in self._group.commands:
+            raise PluginError(f"command {name!r} of {self._source} clashes with an existing vispriv command; "
+                              "the plugin must name it differently")
+        self._group.add_command(cmd, name)
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        import click
+
+        if len(args) == 1 and callable(args[0]) and not kwargs:  # @cli.command without parentheses
+            return self.command()(args[0])
+
+        def decorator(f: Any) -> Any:
+            cmd = click.command(*args, **kwargs)(f)
+            self.add_command(cmd)
+            return cmd
+
+        return decorator
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._group, name)

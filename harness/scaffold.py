@@ -206,7 +206,9 @@ A vispriv {kind} plugin scaffolded by `vispriv new-plugin {name} --kind {kind}`.
     pytest tests
 
 Use it in a matrix config by name (`{name}`). The guide from scaffold to matrix ships with
-vispriv: `vispriv docs writing-a-plugin` prints it.
+vispriv: `vispriv docs writing-a-plugin` prints it. To add a `vispriv` subcommand of your own
+(an inspector, a converter), implement `vispriv_register_commands(cli)` beside the register hook
+in `{module}/plugin.py` and add click commands to `cli` (the guide's "Adding a command").
 '''
 
 

@@ -58,3 +58,10 @@ def vispriv_register_metrics(register):
     from vispriv.plugins.federated.grid_metric import LeakCorrelation
 
     register(LeakCorrelation)
+
+
+@hookimpl
+def vispriv_register_commands(cli):
+    from vispriv.plugins.federated.extract import main as extract_features
+
+    cli.add_command(extract_features)
