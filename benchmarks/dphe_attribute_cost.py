@@ -8,7 +8,7 @@ density fixed, the values encrypted per user therefore grow linearly with L.
 For every L the benchmark builds a SIMULATED multi-label feature problem (Gaussian features,
 attribute j is the sign of a random projection plus noise; fixed seed, the same features for
 every L), runs ``--rounds`` rounds of the project's own federated averaging with DPHE
-(:func:`vispriv.plugins.federated.protocol.run_federated`, real Paillier keys) and reads the
+(:func:`vispriv.plugins.federated.protocol.rounds.run_federated`, real Paillier keys) and reads the
 costs the ``dphe`` defense reports (:func:`vispriv.plugins.defenses.dphe.dphe_costs`), per
 user and round:
 
@@ -37,9 +37,9 @@ from phe import paillier
 
 from vispriv.harness import CellContext
 from vispriv.plugins.defenses.dphe import dphe_costs
-from vispriv.plugins.federated import linear
 from vispriv.plugins.federated.data import LabelledImages, split_users
-from vispriv.plugins.federated.protocol import DpheSettings, run_federated
+from vispriv.plugins.federated.linear import linear
+from vispriv.plugins.federated.protocol.rounds import DpheSettings, run_federated
 
 CAPACITY_FRACTION = 0.1
 

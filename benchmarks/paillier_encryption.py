@@ -28,7 +28,7 @@ import time
 
 import numpy as np
 
-from vispriv.plugins.federated import paillier as pl
+from vispriv.plugins.federated.protocol import paillier as pl
 
 
 def per_value(fn, count: int) -> float:

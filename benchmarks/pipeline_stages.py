@@ -338,7 +338,7 @@ def stage_paillier(repeats: int, quick: bool) -> list[Row]:
     import gmpy2
     from phe import paillier
 
-    from vispriv.plugins.federated import paillier as pl
+    from vispriv.plugins.federated.protocol import paillier as pl
 
     rows = []
     n = 5 if quick else 20

@@ -8,7 +8,7 @@
    (tests/federated: common random numbers), so ``--defense none`` measures the same
    leak faster; ``--defense dphe`` runs the real protocol.
 2. ``slots`` -- the aggregator's candidates for the plain origin of a phi-slot
-   (plugins/federated/slot_leak.py) after T rounds of DPHE, permutations fixed versus
+   (plugins/federated/linear/slot_leak.py) after T rounds of DPHE, permutations fixed versus
    fresh every round: mean over all D slots and over the slots it ever saw uncovered.
 
 Digits (sklearn 8x8), ``max_per_user`` images per user, hinge loss, one SGD sample per
@@ -31,9 +31,9 @@ from vispriv.plugins.attacks.average_isolation import AverageIsolation
 from vispriv.plugins.defenses.dphe import Dphe
 from vispriv.plugins.defenses.fedavg_plain import PlainFedAvg
 from vispriv.plugins.federated.datasets import FederatedImages
-from vispriv.plugins.federated.linear import LocalTraining
-from vispriv.plugins.federated.protocol import DpheSettings, run_federated
-from vispriv.plugins.federated.slot_leak import origin_candidates
+from vispriv.plugins.federated.linear.linear import LocalTraining
+from vispriv.plugins.federated.linear.slot_leak import origin_candidates
+from vispriv.plugins.federated.protocol.rounds import DpheSettings, run_federated
 from vispriv.plugins.metrics.image_quality import per_image_quality
 
 

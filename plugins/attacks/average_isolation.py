@@ -14,7 +14,7 @@ g = prox(w̄_t, 0), the same for every such user. If all users but one did, then
 is the remaining user's update, which eq. (12) inverts exactly (leak.py). Section 2.5
 argues that for N >= 3 the average "remains ambiguous"; that holds for the *sum*, not
 for sums whose other terms are known. The attacker does not know which rounds are
-isolated: it tests the hypothesis with :func:`~vispriv.plugins.federated.leak.single_sample_gradient`
+isolated: it tests the hypothesis with :func:`~vispriv.plugins.federated.linear.leak.single_sample_gradient`
 (the Theta of one sample has a fixed shape) and claims a sample only where it holds. It
 does not learn *which* user sent it, so the recovered sample is the estimate for every
 user of that round; rounds that fail the test get the public mean image and the most
@@ -28,7 +28,7 @@ from pydantic import Field
 
 from vispriv.harness import Attack, AttackResult, CellContext, Images, Labels, PluginConfig
 from vispriv.harness.errors import InputError
-from vispriv.plugins.federated.leak import (
+from vispriv.plugins.federated.linear.leak import (
     isolated_update,
     loss_gradient_estimate,
     recover_sample,

@@ -3,7 +3,7 @@
 The clustering counterpart of ``gradient-leakage`` (whose eq. (12) inversion does not apply to
 centroids). A user's step moves each centroid c it assigned points to towards their mean:
 c' = soft(c + eta_c (mean(B_c) - c), eta_c lam) with eta_c = m_c / (v_c + m_c)
-(:mod:`vispriv.plugins.federated.kmeans`). The attacker does not know the user's private counts
+(:mod:`vispriv.plugins.federated.clustering.kmeans`). The attacker does not know the user's private counts
 v_c, so it guesses eta_c = 1 -- exact on the first batch a user assigns to a centroid, where
 c' = soft(mean(B_c), lam) -- and takes the mean of the moved centroids as its estimate of
 the user's batch (the truth: the mean of the samples the user's update used).
@@ -22,7 +22,7 @@ import numpy as np
 
 from vispriv.harness import Attack, AttackResult, CellContext, Images
 from vispriv.harness.errors import InputError
-from vispriv.plugins.federated.cluster_payloads import ClusteringRelease, PlainCentroidUpdates
+from vispriv.plugins.federated.clustering.payloads import ClusteringRelease, PlainCentroidUpdates
 from vispriv.plugins.federated.payloads import FederatedPublic, require_public
 
 

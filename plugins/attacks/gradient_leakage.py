@@ -5,7 +5,7 @@ release gives it, plus the public initialisation set and standardisation:
 
 * plaintext updates: for every (round, user) it inverts eq. (12) on (w̄_t, w_t^(n)) and
   solves for the sample (hinge: exact; logistic: exact via the bias entry; GD: the mean
-  of the samples not classified confidently) -- :mod:`vispriv.plugins.federated.leak`;
+  of the samples not classified confidently) -- :mod:`vispriv.plugins.federated.linear.leak`;
 * DPHE ciphertexts with doubly permuted indices: it cannot decrypt and cannot place the
   indices (it lacks the private key and phi), so the only per-round signal it has is the
   published average w̄_{t+1}, which it inverts as if it were one update -- for every user
@@ -33,7 +33,7 @@ from pydantic import Field
 
 from vispriv.harness import Attack, AttackResult, CellContext, Images, Labels, PluginConfig
 from vispriv.harness.errors import InputError
-from vispriv.plugins.federated.leak import loss_gradient_estimate, recover_sample
+from vispriv.plugins.federated.linear.leak import loss_gradient_estimate, recover_sample
 from vispriv.plugins.federated.payloads import (
     EncryptedUpdates,
     FederatedPublic,

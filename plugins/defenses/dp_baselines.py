@@ -27,9 +27,8 @@ import numpy as np
 from pydantic import Field
 
 from vispriv.harness import CellContext, Defense, Protected
-from vispriv.plugins.federated import linear
-from vispriv.plugins.federated import paillier as pl
 from vispriv.plugins.federated.config import FederatedConfig
+from vispriv.plugins.federated.linear import linear
 from vispriv.plugins.federated.outcome import accuracy_curve, base_utility, target_ids, target_truth
 from vispriv.plugins.federated.payloads import (
     FederatedData,
@@ -38,7 +37,8 @@ from vispriv.plugins.federated.payloads import (
     PublishedAverage,
     require_public,
 )
-from vispriv.plugins.federated.protocol import FederatedRun, initial_classifier, run_federated
+from vispriv.plugins.federated.protocol import paillier as pl
+from vispriv.plugins.federated.protocol.rounds import FederatedRun, initial_classifier, run_federated
 
 
 class Prr10Config(FederatedConfig):

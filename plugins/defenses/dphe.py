@@ -3,7 +3,7 @@
 The release is what the aggregator holds: every message's ciphertexts zeta(v) and
 doubly permuted indices Phi(K), the public key n, and the published averages. Never the
 private key, phi or any phi^(n) (those stay inside the role objects of
-:mod:`vispriv.plugins.federated.roles`).
+:mod:`vispriv.plugins.federated.protocol.roles`).
 
 On a deep task the same Algorithm 1 encrypts the users' flat model updates (DPHE's
 protection does not depend on the model: it encrypts any update vector, sharded into
@@ -28,9 +28,8 @@ from pydantic import Field
 
 from vispriv.harness import CellContext, Defense, Protected
 from vispriv.harness.errors import InputError
-from vispriv.plugins.federated import paillier as pl
-from vispriv.plugins.federated.cluster_payloads import ClusteringData, EncryptedCentroidUpdates
-from vispriv.plugins.federated.cluster_rounds import run_federated_kmeans
+from vispriv.plugins.federated.clustering.payloads import ClusteringData, EncryptedCentroidUpdates
+from vispriv.plugins.federated.clustering.rounds import run_federated_kmeans
 from vispriv.plugins.federated.config import FederatedConfig
 from vispriv.plugins.federated.deep.outcome import deep_protected, deep_protocol
 from vispriv.plugins.federated.deep.payloads import (
@@ -39,6 +38,7 @@ from vispriv.plugins.federated.deep.payloads import (
     batch_truth_ids,
     require_deep_public,
 )
+from vispriv.plugins.federated.linear.slot_leak import expected_origin_candidates
 from vispriv.plugins.federated.outcome import (
     accuracy_curve,
     base_utility,
@@ -47,8 +47,8 @@ from vispriv.plugins.federated.outcome import (
     target_truth,
 )
 from vispriv.plugins.federated.payloads import EncryptedUpdates, FederatedData, require_public
-from vispriv.plugins.federated.protocol import DpheSettings, FederatedRun, run_federated, secure_mean
-from vispriv.plugins.federated.slot_leak import expected_origin_candidates
+from vispriv.plugins.federated.protocol import paillier as pl
+from vispriv.plugins.federated.protocol.rounds import DpheSettings, FederatedRun, run_federated, secure_mean
 
 
 class DpheConfig(FederatedConfig):

@@ -11,8 +11,8 @@ their centroids in plaintext: the baseline of DPHE's Table 6 (supplement A.3).
 from __future__ import annotations
 
 from vispriv.harness import CellContext, Defense, Protected
-from vispriv.plugins.federated.cluster_payloads import ClusteringData, PlainCentroidUpdates
-from vispriv.plugins.federated.cluster_rounds import run_federated_kmeans
+from vispriv.plugins.federated.clustering.payloads import ClusteringData, PlainCentroidUpdates
+from vispriv.plugins.federated.clustering.rounds import run_federated_kmeans
 from vispriv.plugins.federated.config import FederatedConfig
 from vispriv.plugins.federated.deep.outcome import captured_protected, deep_plaintext_protected
 from vispriv.plugins.federated.deep.payloads import (
@@ -29,7 +29,7 @@ from vispriv.plugins.federated.outcome import (
     target_truth,
 )
 from vispriv.plugins.federated.payloads import FederatedData, FederatedPublic, PlaintextUpdates, require_public
-from vispriv.plugins.federated.protocol import run_federated
+from vispriv.plugins.federated.protocol.rounds import run_federated
 
 
 class PlainFedAvg(Defense):

@@ -7,8 +7,8 @@ from typing import Literal
 from pydantic import Field
 
 from vispriv.harness import PluginConfig
-from vispriv.plugins.federated.cluster_rounds import KMeansSettings
-from vispriv.plugins.federated.linear import LocalTraining
+from vispriv.plugins.federated.clustering.rounds import KMeansSettings
+from vispriv.plugins.federated.linear.linear import LocalTraining
 
 
 class FederatedConfig(PluginConfig):

@@ -8,13 +8,13 @@ def vispriv_register_datasets(register):
     from vispriv.plugins.federated.datasets import FederatedImages
 
     register(FederatedImages)
-    from vispriv.plugins.federated.feature_dataset import FederatedFeatures
+    from vispriv.plugins.federated.features.dataset import FederatedFeatures
 
     register(FederatedFeatures)
-    from vispriv.plugins.federated.cluster_dataset import FederatedClustering
+    from vispriv.plugins.federated.clustering.dataset import FederatedClustering
 
     register(FederatedClustering)
-    from vispriv.plugins.federated.face_folders import FaceFolders
+    from vispriv.plugins.federated.features.face_folders import FaceFolders
 
     register(FaceFolders)
     from vispriv.plugins.federated.deep.dataset import DeepFederatedImages
@@ -55,13 +55,13 @@ def vispriv_register_attacks(register):
 
 @hookimpl
 def vispriv_register_metrics(register):
-    from vispriv.plugins.federated.grid_metric import LeakCorrelation
+    from vispriv.plugins.federated.linear.grid_metric import LeakCorrelation
 
     register(LeakCorrelation)
 
 
 @hookimpl
 def vispriv_register_commands(cli):
-    from vispriv.plugins.federated.extract import main as extract_features
+    from vispriv.plugins.federated.features.extract import main as extract_features
 
     cli.add_command(extract_features)

@@ -6,9 +6,9 @@ import numpy as np
 
 from vispriv.harness import CellContext, Images, Labels
 from vispriv.harness.artifacts import save_csv
-from vispriv.plugins.federated.attribute_scores import attribute_utility
+from vispriv.plugins.federated.features.attribute_scores import attribute_utility
 from vispriv.plugins.federated.payloads import FederatedData
-from vispriv.plugins.federated.protocol import FederatedRun
+from vispriv.plugins.federated.protocol.rounds import FederatedRun
 
 
 def target_ids(rounds: int, n_users: int) -> list[list[str]]:

@@ -45,7 +45,7 @@ def test_a_reader_without_root_is_one_line():
     from vispriv.plugins.album.photos import AlbumPhotos
     from vispriv.plugins.descriptor_release.hpatches import HPatches
     from vispriv.plugins.descriptor_release.scene_trees import SceneTrees
-    from vispriv.plugins.federated.face_folders import FaceFolders
+    from vispriv.plugins.federated.features.face_folders import FaceFolders
 
     ctx = CellContext(cache=Cache(None))
     cases = [

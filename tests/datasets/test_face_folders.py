@@ -8,7 +8,7 @@ from dataset_layouts import lfw_faces, save, write_celeba, write_lfw
 
 from vispriv.harness import Cache, CellContext
 from vispriv.harness.errors import ConfigError, InputError
-from vispriv.plugins.federated.face_folders import FaceFolders, load_faces
+from vispriv.plugins.federated.features.face_folders import FaceFolders, load_faces
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,9 @@ import numpy as np
 
 from vispriv.harness import CellContext
 from vispriv.plugins.defenses.dphe import dphe_costs
-from vispriv.plugins.federated import linear
 from vispriv.plugins.federated.data import LabelledImages, split_users
-from vispriv.plugins.federated.protocol import DpheSettings, FederatedRun, run_federated
+from vispriv.plugins.federated.linear import linear
+from vispriv.plugins.federated.protocol.rounds import DpheSettings, FederatedRun, run_federated
 
 DIM, USERS = 32, 3
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from skimage.io import imsave
 
-from vispriv.plugins.federated.extract import extract
-from vispriv.plugins.federated.feature_file import read_features
+from vispriv.plugins.federated.features.extract import extract
+from vispriv.plugins.federated.features.file import read_features
 
 #: The user's network, exported without vispriv: per-channel means and their doubles (D = 6).
 EXPORT = textwrap.dedent('''
@@ -48,7 +48,7 @@ def folder(tmp_path_factory) -> tuple[Path, Path, np.ndarray]:
 def test_class_folders_give_features_ids_and_labels(folder, tmp_path):
     root, model, means = folder
     out = tmp_path / "features.npz"
-    done = subprocess.run([sys.executable, "-m", "vispriv.plugins.federated.extract", str(root / "images"),
+    done = subprocess.run([sys.executable, "-m", "vispriv.plugins.federated.features.extract", str(root / "images"),
                            "--model", str(model), "--out", str(out), "--batch-size", "3", "--quiet"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -72,7 +72,7 @@ def test_an_interrupted_extraction_resumes_where_it_stopped(folder, tmp_path):
 def test_a_file_that_is_not_a_program_is_one_error_line(folder, tmp_path):
     root, _, _ = folder
     (tmp_path / "bad.pt2").write_bytes(b"not a program")
-    done = subprocess.run([sys.executable, "-m", "vispriv.plugins.federated.extract", str(root / "images"),
+    done = subprocess.run([sys.executable, "-m", "vispriv.plugins.federated.features.extract", str(root / "images"),
                            "--model", str(tmp_path / "bad.pt2"), "--out", str(tmp_path / "f.npz")],
                           capture_output=True, text=True, timeout=120)
     lines = done.stderr.strip().splitlines()

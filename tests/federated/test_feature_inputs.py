@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from vispriv.plugins.federated.data import INIT, TEST, TRAIN, split_users
-from vispriv.plugins.federated.feature_dataset import FederatedFeaturesConfig, labelled
-from vispriv.plugins.federated.feature_file import read_features, read_labels
+from vispriv.plugins.federated.features.dataset import FederatedFeaturesConfig, labelled
+from vispriv.plugins.federated.features.file import read_features, read_labels
 
 #: A user's own script: no vispriv import. Writes both layouts, labels in shuffled id order.
 USER_SCRIPT = textwrap.dedent('''

@@ -9,12 +9,12 @@ from vispriv.harness.errors import ConfigError
 from vispriv.plugins.attacks.centroid_leakage import CentroidLeakage
 from vispriv.plugins.defenses.dphe import Dphe
 from vispriv.plugins.defenses.fedavg_plain import PlainFedAvg
-from vispriv.plugins.federated.cluster_dataset import FederatedClustering
-from vispriv.plugins.federated.cluster_payloads import EncryptedCentroidUpdates, PlainCentroidUpdates
-from vispriv.plugins.federated.cluster_rounds import KMeansSettings, run_federated_kmeans
-from vispriv.plugins.federated.grid_metric import LeakCorrelation
-from vispriv.plugins.federated.paillier import SCALE
-from vispriv.plugins.federated.protocol import DpheSettings
+from vispriv.plugins.federated.clustering.dataset import FederatedClustering
+from vispriv.plugins.federated.clustering.payloads import EncryptedCentroidUpdates, PlainCentroidUpdates
+from vispriv.plugins.federated.clustering.rounds import KMeansSettings, run_federated_kmeans
+from vispriv.plugins.federated.linear.grid_metric import LeakCorrelation
+from vispriv.plugins.federated.protocol.paillier import SCALE
+from vispriv.plugins.federated.protocol.rounds import DpheSettings
 
 KMEANS = {"rounds": 3, "batch_size": 16, "local_steps": 2, "centroid_l1": 0.3}
 

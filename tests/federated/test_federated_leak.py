@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vispriv.plugins.federated import linear
-from vispriv.plugins.federated.leak import (
+from vispriv.plugins.federated.linear import linear
+from vispriv.plugins.federated.linear.leak import (
     isolated_update,
     loss_gradient_estimate,
     newton_logistic,

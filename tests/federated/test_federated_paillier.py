@@ -8,8 +8,8 @@ import pytest
 from phe import paillier
 
 from vispriv.harness.errors import InputError
-from vispriv.plugins.federated import paillier as pl
-from vispriv.plugins.federated.roles import Aggregator, KeyGenerator, User
+from vispriv.plugins.federated.protocol import paillier as pl
+from vispriv.plugins.federated.protocol.roles import Aggregator, KeyGenerator, User
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,11 @@ from vispriv.plugins.attacks.gradient_leakage import GradientLeakage
 from vispriv.plugins.defenses.dp_baselines import Prr10, Ra12
 from vispriv.plugins.defenses.dphe import Dphe
 from vispriv.plugins.defenses.fedavg_plain import PlainFedAvg
-from vispriv.plugins.federated import linear
-from vispriv.plugins.federated import protocol as protocol_mod
 from vispriv.plugins.federated.datasets import FederatedImages
-from vispriv.plugins.federated.grid_metric import LeakCorrelation
+from vispriv.plugins.federated.linear import linear
+from vispriv.plugins.federated.linear.grid_metric import LeakCorrelation
 from vispriv.plugins.federated.payloads import EncryptedUpdates, PublishedAverage
+from vispriv.plugins.federated.protocol import rounds as protocol_mod
 from vispriv.plugins.metrics.classification import Accuracy
 from vispriv.plugins.metrics.image_quality import SSIM, per_image_quality
 

@@ -16,12 +16,12 @@ import pytest
 
 from vispriv.harness.errors import InputError
 from vispriv.plugins.defenses.dphe import Dphe
-from vispriv.plugins.federated import linear
-from vispriv.plugins.federated import paillier as pl
-from vispriv.plugins.federated import protocol as protocol_mod
-from vispriv.plugins.federated.protocol import DpheSettings, run_federated
-from vispriv.plugins.federated.roles import Aggregator, KeyGenerator, User
-from vispriv.plugins.federated.slot_leak import origin_candidates
+from vispriv.plugins.federated.linear import linear
+from vispriv.plugins.federated.linear.slot_leak import origin_candidates
+from vispriv.plugins.federated.protocol import paillier as pl
+from vispriv.plugins.federated.protocol import rounds as protocol_mod
+from vispriv.plugins.federated.protocol.roles import Aggregator, KeyGenerator, User
+from vispriv.plugins.federated.protocol.rounds import DpheSettings, run_federated
 
 MPZ = type(gmpy2.mpz(0))
 SKIP = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.CodeType, types.FrameType, str, bytes)

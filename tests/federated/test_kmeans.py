@@ -1,4 +1,4 @@
-"""The users' mini-batch k-means step (plugins/federated/kmeans.py) against Sculley's per-point loop and by hand."""
+"""The users' mini-batch k-means step (plugins/federated/clustering/kmeans.py) against Sculley's per-point loop and by hand."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vispriv.harness.errors import InputError
-from vispriv.plugins.federated import kmeans
+from vispriv.plugins.federated.clustering import kmeans
 
 
 def sculley_per_point(centroids, counts, batch):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from vispriv.harness.errors import InputError
-from vispriv.plugins.federated.roles import Aggregator, KeyGenerator, Message, User
+from vispriv.plugins.federated.protocol.roles import Aggregator, KeyGenerator, Message, User
 
 
 class MaliciousAggregator(Aggregator):

@@ -10,9 +10,9 @@ from vispriv.harness import CellContext
 from vispriv.plugins.defenses.dp_baselines import Prr10, Ra12
 from vispriv.plugins.defenses.dphe import Dphe
 from vispriv.plugins.defenses.fedavg_plain import PlainFedAvg
-from vispriv.plugins.federated import linear
-from vispriv.plugins.federated.attribute_scores import attribute_utility
 from vispriv.plugins.federated.data import LabelledImages, split_users
+from vispriv.plugins.federated.features.attribute_scores import attribute_utility
+from vispriv.plugins.federated.linear import linear
 
 
 def separable(n: int = 240, d: int = 6, attrs: int = 3, seed: int = 0) -> LabelledImages:

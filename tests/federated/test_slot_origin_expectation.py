@@ -12,8 +12,12 @@ import itertools
 import numpy as np
 import pytest
 
-from vispriv.plugins.federated.roles import User, UserCredentials
-from vispriv.plugins.federated.slot_leak import expected_origin_candidates, origin_candidates, padding_miss_probability
+from vispriv.plugins.federated.linear.slot_leak import (
+    expected_origin_candidates,
+    origin_candidates,
+    padding_miss_probability,
+)
+from vispriv.plugins.federated.protocol.roles import User, UserCredentials
 
 
 def _shard_paddings(support: np.ndarray, dim: int, cap: int) -> list[list[frozenset[int]]]:

@@ -4,12 +4,12 @@ DPHE (ICCV 2017) learns its linear classifiers on deep features (section 3.2: 20
 ResNet-152 outputs; section 3.3: 512-d face-network outputs for CelebA's 40 attributes).
 Sources:
 
-* ``file`` -- a feature file (:mod:`vispriv.plugins.federated.feature_file`) with its labels;
+* ``file`` -- a feature file (:mod:`vispriv.plugins.federated.features.file`) with its labels;
 * ``celeba`` -- features keyed by CelebA image id, attributes from ``list_attr_celeba.txt``
   and, when given, the split from ``list_eval_partition.txt``
-  (:mod:`vispriv.plugins.federated.celeba_attributes`);
+  (:mod:`vispriv.plugins.federated.features.celeba`);
 * ``bundled`` -- the zero-download default: features of scikit-learn's digits from a small
-  network vispriv trains itself (:mod:`vispriv.plugins.federated.bundled_features`).
+  network vispriv trains itself (:mod:`vispriv.plugins.federated.features.bundled`).
 
 The files are read and checked when the config is built, so a bad file is one ``error:``
 line before any run starts. A feature vector is shown (truth and leaked estimates alike) as
@@ -29,7 +29,7 @@ from pydantic import Field, model_validator
 from vispriv.harness import CellContext, Dataset, PluginConfig, Scene
 from vispriv.harness.errors import ConfigError, InputError
 from vispriv.plugins.federated.data import INIT, TEST, TRAIN, LabelledImages, split_users
-from vispriv.plugins.federated.feature_file import FeatureTable, align_to, read_features, read_labels
+from vispriv.plugins.federated.features.file import FeatureTable, align_to, read_features, read_labels
 from vispriv.plugins.federated.payloads import FederatedData
 
 #: The settings each source leaves unread.
@@ -83,7 +83,7 @@ def _stamp(path: str) -> tuple[str, int, int]:
 def labelled(cfg: FederatedFeaturesConfig) -> LabelledImages:
     """The source's features as 1 x D strips with their labels (and the data's own split, if any)."""
     if cfg.source == "bundled":
-        from vispriv.plugins.federated.bundled_features import bundled_features
+        from vispriv.plugins.federated.features.bundled import bundled_features
 
         return bundled_features(cfg.bundled_labels)
     stamps = tuple(_stamp(p) for p in (cfg.features, cfg.ids, cfg.labels, cfg.attributes, cfg.partition))
@@ -96,7 +96,7 @@ def _read(source: str, stamps: tuple[tuple[str, int, int], ...]) -> LabelledImag
     table = read_features(features, ids or None)
     roles = None
     if source == "celeba":
-        from vispriv.plugins.federated.celeba_attributes import read_attributes, read_partition
+        from vispriv.plugins.federated.features.celeba import read_attributes, read_partition
 
         attrs = read_attributes(attributes)
         rows = align_to(table.ids, Path(attributes), attrs.ids)
@@ -135,7 +135,7 @@ class FederatedFeatures(Dataset):
 
     def provenance(self) -> str:
         if self.config.source == "bundled":
-            from vispriv.plugins.federated.bundled_features import PROVENANCE
+            from vispriv.plugins.federated.features.bundled import PROVENANCE
 
             return PROVENANCE[self.config.bundled_labels]
         return ""

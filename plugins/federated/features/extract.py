@@ -1,7 +1,7 @@
 """Extract deep features of an image folder with a network you supply, in the feature-file layout.
 
     vispriv extract-features IMAGES --model net.pt2 --out features.npz
-    python -m vispriv.plugins.federated.extract IMAGES ...     (the same, without the vispriv command)
+    python -m vispriv.plugins.federated.features.extract IMAGES ...     (the same, without the vispriv command)
 
 ``net.pt2`` is a ``torch.export`` program (``torch.export.save(torch.export.export(model,
 (example_batch,), dynamic_shapes=...), "net.pt2")``) whose output for a batch (B, C, H, W) is

@@ -2,7 +2,7 @@
 
 Round t, as the classifiers' section 2.1 with centroids for weights: (1) the aggregator
 shares C̄_t (K, D); (2) each user runs ``local_steps`` mini-batch steps on its own data
-(:func:`vispriv.plugins.federated.kmeans.local_update`) and sends its sparse centroids
+(:func:`vispriv.plugins.federated.clustering.kmeans.local_update`) and sends its sparse centroids
 C_t^(n) -- in plaintext, or DPHE-encrypted (Algorithm 1 on the K x D values); (3) the
 aggregator publishes C̄_{t+1} = (1/N) sum_n C_t^(n). C̄_0 is k-means++ on the public
 initialisation set (the supplement: "an aggregator first runs k-means++").
@@ -11,7 +11,7 @@ Choices the supplement leaves open: each user keeps its own per-centroid counts 
 (Sculley's learning rates) across rounds and never sends them; the k-means++ seed and the
 users' mini-batches come from the data's ``schedule_seed`` (and t, n), so every defense of
 a cell clusters the same batches from the same start (common random numbers, as
-:mod:`vispriv.plugins.federated.protocol`).
+:mod:`vispriv.plugins.federated.protocol.rounds`).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import numpy as np
 
 from vispriv.harness import CellContext
 from vispriv.harness.errors import InputError
-from vispriv.plugins.federated import kmeans
+from vispriv.plugins.federated.clustering import kmeans
 from vispriv.plugins.federated.payloads import FederatedData, FederatedPublic
-from vispriv.plugins.federated.protocol import DpheSettings, FederatedRun, Parties, RoundLedger, sample_schedule
+from vispriv.plugins.federated.protocol.rounds import DpheSettings, FederatedRun, Parties, RoundLedger, sample_schedule
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,9 @@
 DPHE's Table 6 (supplement A.3) clusters Caltech101/256 features by federated mini-batch
 k-means and scores the clustering by adjusted mutual information against the classes, with K
 set to the number of classes. The sources, files, checks and split are those of
-:mod:`vispriv.plugins.federated.feature_dataset`; the labels must be one class per sample
+:mod:`vispriv.plugins.federated.features.dataset`; the labels must be one class per sample
 (``bundled_labels: classes`` for the bundled features). The payload is
-:class:`~vispriv.plugins.federated.cluster_payloads.ClusteringData`, which the ``none`` and
+:class:`~vispriv.plugins.federated.clustering.payloads.ClusteringData`, which the ``none`` and
 ``dphe`` defenses cluster instead of training classifiers.
 """
 
@@ -17,8 +17,8 @@ from pydantic import Field, model_validator
 
 from vispriv.harness import CellContext, Scene
 from vispriv.harness.errors import ConfigError
-from vispriv.plugins.federated.cluster_payloads import ClusteringData
-from vispriv.plugins.federated.feature_dataset import FederatedFeatures, FederatedFeaturesConfig, labelled
+from vispriv.plugins.federated.clustering.payloads import ClusteringData
+from vispriv.plugins.federated.features.dataset import FederatedFeatures, FederatedFeaturesConfig, labelled
 
 
 class FederatedClusteringConfig(FederatedFeaturesConfig):

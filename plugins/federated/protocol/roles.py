@@ -24,7 +24,7 @@ drawn independently from the operating system's CSPRNG (``random.SystemRandom``,
 a run of T rounds is T runs of it, so by default G issues fresh phi and phi^(n) every
 round (``fresh_permutations``): reusing them lets A intersect, across rounds, the slots
 that no user covered with the zeros of the published averages (see
-:mod:`vispriv.plugins.federated.slot_leak` and docs/federated.md).
+:mod:`vispriv.plugins.federated.linear.slot_leak` and docs/federated.md).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import numpy as np
 from phe import paillier
 
 from vispriv.harness.errors import InputError
-from vispriv.plugins.federated import paillier as pl
+from vispriv.plugins.federated.protocol import paillier as pl
 
 #: The operating system's CSPRNG (os.urandom); the only source of the protocol's permutations.
 _CSPRNG = random.SystemRandom()
@@ -239,7 +239,7 @@ class Aggregator:
         self.dim = len(credentials.user_perms[0])
         self.max_messages_per_user = math.ceil(self.dim / self.capacity)
         #: Per round, the phi-slots no user covered: A's own intermediate result, which a
-        #: semi-honest party keeps (section 2.5); see :mod:`vispriv.plugins.federated.slot_leak`.
+        #: semi-honest party keeps (section 2.5); see :mod:`vispriv.plugins.federated.linear.slot_leak`.
         self.uncovered_log: list[np.ndarray] = []
         self.receive(credentials)
         # Enc0 (eq. 5) from A's own randomness: r_A^n, never one of a user's obfuscators.

@@ -10,12 +10,12 @@ A intersects over them:
     C(s) = intersection of Z_t over the rounds t sharing phi in which s was uncovered
 
 (all D indices when s was never uncovered). With a fresh phi every round (the default
-of :class:`~vispriv.plugins.federated.roles.KeyGenerator`) each round's slots are new
+of :class:`~vispriv.plugins.federated.protocol.roles.KeyGenerator`) each round's slots are new
 unknowns and C(s) is a single round's Z_t. Nothing here is secret to A: U_t is its own
 intermediate computation (section 2.5's semi-honest party keeps it) and Z_t is public.
 
 Which slots go uncovered depends on the padding each user draws from the OS CSPRNG
-(:meth:`~vispriv.plugins.federated.roles.User.decompose` pads every shard to M indices at
+(:meth:`~vispriv.plugins.federated.protocol.roles.User.decompose` pads every shard to M indices at
 random positions), so the realised |C(s)| differs between identical runs.
 :func:`expected_origin_candidates` is its expectation over that draw, a function of the
 updates (config + seed) alone: the number the ``dphe`` defense logs.

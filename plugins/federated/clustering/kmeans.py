@@ -5,7 +5,7 @@ The supplement's clustering (Table 6): the aggregator seeds K centroids by k-mea
 mini-batch k-means (Sculley 2010, "Web-Scale K-Means Clustering") with an L1 penalty that
 makes the centroids sparse (Jumutc, Langone & Suykens 2015, "Regularized and Sparse
 Stochastic K-Means"; the paper tunes it to > 90 % sparsity), and the centroids are averaged
-like the classifiers of section 2.1 (:mod:`vispriv.plugins.federated.cluster_rounds`).
+like the classifiers of section 2.1 (:mod:`vispriv.plugins.federated.clustering.rounds`).
 
 One local step on a mini-batch B follows Sculley's Algorithm 1: every x in B is assigned
 to its nearest centroid first (the cache d[x]), then per point in order v_c += 1,

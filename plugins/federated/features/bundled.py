@@ -73,8 +73,8 @@ def digit_features() -> tuple[np.ndarray, np.ndarray]:
 
 def bundled_features(labels: str = "attributes") -> LabelledImages:
     """The bundled features as 1 x 32 strips with classes or the 14 derived attributes."""
-    from vispriv.plugins.federated.feature_dataset import as_strips
-    from vispriv.plugins.federated.feature_file import FeatureTable
+    from vispriv.plugins.federated.features.dataset import as_strips
+    from vispriv.plugins.federated.features.file import FeatureTable
 
     features, classes = digit_features()
     ids = [f"digit-{2 * i + 1}" for i in range(len(classes))]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.metrics import average_precision_score
 
-from vispriv.plugins.federated import linear
+from vispriv.plugins.federated.linear import linear
 
 #: Table 5's cut-offs: mAP over the 10, 50 and 100 most frequently annotated attributes.
 TOP_K = (10, 50, 100)

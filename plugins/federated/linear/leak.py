@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vispriv.plugins.federated.linear import prox_step
+from vispriv.plugins.federated.linear.linear import prox_step
 
 
 def loss_gradient_estimate(

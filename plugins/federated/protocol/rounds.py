@@ -25,10 +25,10 @@ import numpy as np
 
 from vispriv.harness import CellContext
 from vispriv.harness.errors import InputError
-from vispriv.plugins.federated import linear
-from vispriv.plugins.federated import paillier as pl
+from vispriv.plugins.federated.linear import linear
 from vispriv.plugins.federated.payloads import FederatedData, FederatedPublic
-from vispriv.plugins.federated.roles import Aggregator, KeyGenerator, Message, User
+from vispriv.plugins.federated.protocol import paillier as pl
+from vispriv.plugins.federated.protocol.roles import Aggregator, KeyGenerator, Message, User
 
 #: A hook that perturbs a user's update (RA12's noise): (user, w_bar, w_new, rng) -> w_new.
 Perturb = Callable[[int, np.ndarray, np.ndarray, np.random.Generator], np.ndarray]

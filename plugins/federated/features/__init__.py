@@ -1,0 +1,1 @@
+"""Deep-feature inputs: feature files, CelebA's attributes, face folders, the extractor, bundled features."""
