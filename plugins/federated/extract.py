@@ -9,7 +9,7 @@ the program's example (H, W). ``IMAGES`` is one sub-folder per class (ids ``clas
 labels and class names written too) or a flat folder (ids are file names, e.g. CelebA's
 ``img_align_celeba/``, whose attributes then come from ``list_attr_celeba.txt``).
 
-Batched, with a progress bar, and resumable: every ``--save-every`` batches the rows done so far
+Batched, with a progress bar, and resumable (each file written whole, an OS refusal one ``error:`` line): every ``--save-every`` batches the rows done so far
 go to ``<out>.partial.npz``; a rerun with the same arguments continues from there. DPHE
 (ICCV 2017) section 3.2 uses such features (ResNet-152's pooled outputs) for its classifiers.
 """
@@ -22,7 +22,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from vispriv.harness.errors import InputError, VisprivError
+from vispriv.harness.errors import InputError, VisprivError, os_refusal
+from vispriv.harness.writes import write_file
 
 SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp"}
 
@@ -100,7 +101,8 @@ def extract(images: Path, model: Path, out: Path, batch_size: int = 64, save_eve
             finished = lo + batch_size >= len(paths)
             if batches % save_every == 0 or finished or batches == stop_after:
                 features = np.concatenate(done)
-                np.savez(partial, features=features, ids=np.asarray(ids[: len(features)]))
+                rows = {"features": features, "ids": np.asarray(ids[: len(features)])}
+                write_file(partial, lambda tmp, rows=rows: np.savez(tmp, **rows))
                 done = [features]
             if batches == stop_after and not finished:
                 bar.close()
@@ -110,7 +112,8 @@ def extract(images: Path, model: Path, out: Path, batch_size: int = 64, save_eve
     features = np.concatenate(done)
     if not np.isfinite(features).all():
         raise InputError(f"model {model} gave NaN or infinite features (first at image {ids[int(np.argmin(np.isfinite(features).all(axis=1)))]})")
-    np.savez(out, features=features, ids=np.asarray(ids), **extra)
+    arrays = {"features": features, "ids": np.asarray(ids), **extra}
+    write_file(out, lambda tmp: np.savez(tmp, **arrays))
     partial.unlink()
     return batches
 
@@ -139,6 +142,9 @@ def run() -> None:
         sys.exit(exc.exit_code)
     except VisprivError as exc:
         click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except OSError as exc:
+        click.echo(f"error: {os_refusal(exc)}", err=True)
         sys.exit(2)
 
 
