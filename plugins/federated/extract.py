@@ -74,9 +74,9 @@ def extract(images: Path, model: Path, out: Path, batch_size: int = 64, save_eve
     import torch
     from tqdm import tqdm
 
-    from vispriv.plugins.federated.deep.captured import load_exported
+    from vispriv.plugins.federated.deep.captured_files import load_exported
 
-    _, module, shape = load_exported(str(model))
+    _, module, shape, _ = load_exported(str(model))
     if shape is None:
         raise InputError(f"model {model}: its example input is not an image batch (B, C, H, W)")
     paths, ids, labels, names = list_folder(images)
