@@ -90,7 +90,7 @@ def load_exported(path: str) -> tuple[bytes, torch.nn.Module, tuple[int, ...] | 
     return data, module, shape, int(example[0].shape[0]) if four_d else None
 
 
-def _accepts(module: torch.nn.Module, batch: int, shape: tuple[int, ...]) -> tuple[Any, str]:
+def accepts(module: torch.nn.Module, batch: int, shape: tuple[int, ...]) -> tuple[Any, str]:
     """(output, "") when ``module`` takes a zero batch of ``batch`` x ``shape``, else (None, torch's first line)."""
     import torch
 
@@ -104,10 +104,10 @@ def _accepts(module: torch.nn.Module, batch: int, shape: tuple[int, ...]) -> tup
 def count_classes(path: Path, module: torch.nn.Module, batch: int, shape: tuple[int, ...],
                   example_shape: tuple[int, ...] | None, example_batch: int | None) -> int:
     """The model's number of outputs for a batch of ``batch`` x ``shape``, or one line saying why it refuses it."""
-    out, why = _accepts(module, batch, shape)
+    out, why = accepts(module, batch, shape)
     if out is not None:
         return int(out.shape[-1])
-    if example_batch is not None and example_batch != batch and _accepts(module, example_batch, shape)[0] is not None:
+    if example_batch is not None and example_batch != batch and accepts(module, example_batch, shape)[0] is not None:
         raise InputError(
             f"model {path} was exported for batches of exactly {example_batch} image(s) and batch_size is {batch} "
             f"(torch: {why}): export it with a dynamic batch, {DYNAMIC_HOW}, "
