@@ -1,4 +1,8 @@
-"""Helpers plugins use to write artifacts people would rather look at than read."""
+"""Helpers plugins use to write artifacts people would rather look at than read.
+
+Each file is written whole or not at all (:mod:`vispriv.harness.writes`); an OS refusal is one
+``cannot write PATH: reason`` line.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from vispriv.harness.data.bundled import to_uint8
+from vispriv.harness.writes import write_file
 
 
 def save_image_grid(
@@ -28,9 +33,10 @@ def save_image_grid(
     import matplotlib.pyplot as plt
 
     fig = image_grid_figure(rows, row_titles, col_titles, max_cols)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    try:
+        return write_file(path, lambda tmp: fig.savefig(tmp, dpi=110))
+    finally:
+        plt.close(fig)
 
 
 def image_grid_figure(
@@ -81,11 +87,11 @@ def save_csv(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
         for key in row:
             if key not in columns:
                 columns.append(key)
-    with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\r\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return write_file(path, lambda tmp: tmp.write_bytes(buf.getvalue().encode()))
 
 
 #: File name of a reconstruction sample (see :func:`save_reconstruction_sample`).
@@ -109,8 +115,8 @@ def save_reconstruction_sample(path: Path, ids: Sequence[str], truth: np.ndarray
     truth, estimate = np.asarray(truth), np.asarray(estimate)
     if truth.shape != estimate.shape or truth.ndim != 4 or len(ids) != len(truth):
         raise ValueError(f"truth {truth.shape} and estimate {estimate.shape} must both be (N, H, W, C) with N = {len(ids)} ids")
-    np.savez_compressed(path, ids=np.asarray(list(ids), dtype=str), truth=to_uint8(truth), estimate=to_uint8(estimate))
-    return path
+    arrays = {"ids": np.asarray(list(ids), dtype=str), "truth": to_uint8(truth), "estimate": to_uint8(estimate)}
+    return write_file(path, lambda tmp: np.savez_compressed(tmp, **arrays))
 
 
 #: File name of a defense's kept masks (see :func:`kept_masks_csv`).

@@ -1,7 +1,8 @@
 """The ``vispriv`` command line.
 
-Every user error is one line on stderr (``error: ...``) and exit status 2; an
-interrupted matrix exits 130 after saying how to resume.
+Every user error is one line on stderr (``error: ...``) and exit status 2, and so is a write
+the operating system refuses (``cannot write PATH: reason``: :mod:`vispriv.harness.writes`);
+an interrupted matrix exits 130 after saying how to resume.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from vispriv.harness.errors import VisprivError, did_you_mean
+from vispriv.harness.errors import VisprivError, did_you_mean, os_refusal
 
 KINDS = ["dataset", "defense", "attack", "metric"]
 #: Exit statuses (README "Exit codes"): 0 every cell finished, 1 some cell failed,
@@ -496,6 +497,9 @@ def main(prog_name: str | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    except OSError as exc:  # a refusal no writer named (harness.writes names the file it writes)
+        click.echo(f"error: {os_refusal(exc)}", err=True)
+        sys.exit(EXIT_USAGE)
     except Exception:  # noqa: BLE001 -- a bug: show it, and keep exit 1 for "a cell failed"
         import traceback
 

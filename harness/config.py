@@ -5,7 +5,8 @@ entries. Each entry is ``{name: PLUGIN, **params}``; an attack entry may instead
 chain ``{chain: [STAGE, STAGE, ...]}`` whose stages are names or entries. A list given
 for a parameter whose type is not a list is a sweep (``m: [2, 4, 8]``); for list-typed
 parameters a list of lists is a sweep; lists inside a nested config sweep the same way
-(``matching: {criterion: [mutual-nn, vocabulary]}``). See docs/config.md.
+(``matching: {criterion: [mutual-nn, vocabulary]}``). Relative paths written in the file
+are read from the file's folder (:mod:`vispriv.harness.config_paths`). See docs/config.md.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from vispriv.harness.devices import check_device
 from vispriv.harness.errors import ConfigError
@@ -43,6 +44,24 @@ class MatrixConfig(BaseModel):
     #: ``cuda`` / ``cuda:N``; checked against this machine's torch before any cell runs
     #: (:func:`vispriv.harness.devices.check_device`). Networks keep their own ``accelerator``.
     device: str = "cpu"
+    _folder: Path | None = PrivateAttr(None)
+    _command_line: frozenset[str] = PrivateAttr(frozenset())
+
+    @property
+    def folder(self) -> Path | None:
+        """The absolute folder of the config file (``None``: not read from a file): relative paths it wrote are read from there."""
+        return self._folder
+
+    @property
+    def command_line(self) -> frozenset[str]:
+        """The keys ``--set`` gave (``datasets.0.root``): their relative paths are read from the shell's folder."""
+        return self._command_line
+
+    def read_from(self, path: str | Path, overrides: list[str]) -> MatrixConfig:
+        """Record the config file ``path`` and the ``--set`` overrides it was read with; returns ``self``."""
+        self._folder = Path(path).expanduser().absolute().parent
+        self._command_line = frozenset(item.split("=", 1)[0].strip() for item in overrides)
+        return self
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
@@ -114,7 +133,7 @@ def _index(node: list[Any], part: str, where: str, item: str) -> int:
 def load_config(path: str | Path, overrides: list[str] | None = None) -> MatrixConfig:
     """Read, override and validate a matrix config."""
     data = apply_overrides(read_yaml(path), overrides or [])
-    return validate_config(data, source=str(path))
+    return validate_config(data, source=str(path)).read_from(path, overrides or [])
 
 
 def validate_config(data: dict[str, Any], source: str = "config") -> MatrixConfig:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Iterable
+from pathlib import Path
 
 
 class VisprivError(Exception):
@@ -24,6 +26,26 @@ class TrackingError(VisprivError):
 
 class InputError(VisprivError):
     """Data handed to a plugin is malformed (wrong shape, NaN, too small, ...)."""
+
+
+class WriteError(VisprivError):
+    """The operating system refused a write: ``cannot write PATH: reason`` (disk full, read-only, ...)."""
+
+    def __init__(self, path: str | os.PathLike[str], exc: OSError) -> None:
+        self.path = Path(path).absolute()
+        self.reason = os_reason(exc)
+        super().__init__(f"cannot write {self.path}: {self.reason}")
+
+
+def os_refusal(exc: OSError) -> str:
+    """The one line of an :class:`OSError` that no writer turned into :class:`WriteError`: the file (when known) and why."""
+    where = f" {Path(os.fsdecode(exc.filename)).absolute()}" if exc.filename else ""
+    return f"the operating system refused{where}: {os_reason(exc)}"
+
+
+def os_reason(exc: OSError) -> str:
+    """Why the operating system refused: its message (``No space left on device``), else the exception's text."""
+    return exc.strerror or str(exc) or type(exc).__name__
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:

@@ -13,6 +13,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from vispriv.harness.errors import ConfigError
+from vispriv.harness.writes import make_folder, write_text
 
 PACKAGE = "vispriv.examples"
 
@@ -69,8 +70,8 @@ def write_examples(names: list[str], out_dir: Path, overwrite: bool = False) -> 
     if clash and not overwrite:
         raise ConfigError(_clash_message(clash, len(targets), out_dir))
     for config, target in zip(chosen, targets):
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(config.read_text())
+        make_folder(target.parent)
+        write_text(target, config.read_text())
     return targets
 
 

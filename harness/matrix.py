@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
 from vispriv.harness.config import MatrixConfig, format_validation_error
+from vispriv.harness.config_paths import resolve_config_paths
 from vispriv.harness.errors import ConfigError, PluginError
 from vispriv.harness.hashing import stable_hash
 from vispriv.harness.labels import config_label, varying_keys
@@ -293,6 +294,7 @@ def _attack_entries(entry: Any) -> list[Any]:
 def build_matrix(config: MatrixConfig, registry: Registry) -> Matrix:
     """Expand ``config`` into cells; every incompatible combination becomes a :class:`Skip`."""
     matrix = Matrix()
+    config = resolve_config_paths(config, registry)
     wanted_metrics = _select_metrics(config, registry)
     datasets = [s for entry in config.datasets for s in _expand_dataset(registry, config, entry)]
     for dataset in datasets:

@@ -20,6 +20,7 @@ An attack never receives ``scene.private`` nor ``protected.truth``: only metrics
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
@@ -49,7 +50,7 @@ class PluginConfig(BaseModel):
 
 def _existing_folder(root: str) -> str:
     if root and not Path(root).expanduser().is_dir():
-        raise ValueError(f"folder {root!r} does not exist or is not a directory")
+        raise ValueError(f"folder {os.path.abspath(Path(root).expanduser())!r} does not exist or is not a directory")
     return root
 
 
@@ -57,6 +58,27 @@ def _existing_folder(root: str) -> str:
 #: folder is then one config error before the parent run exists, not a failed cell per pair.
 #: The empty string means "not set"; a plugin that needs the folder says so when it runs.
 FolderPath = Annotated[str, AfterValidator(_existing_folder)]
+
+
+class _ReadsFileMark:
+    """The type of :data:`READS_FILE` (one instance; a marker, no behaviour)."""
+
+    def __repr__(self) -> str:
+        return "ReadsFile"
+
+
+READS_FILE = _ReadsFileMark()
+
+#: A file a plugin reads (a captured model, a feature file). Like a :data:`FolderPath`, a
+#: relative path written in a config file is read from the config's folder
+#: (:mod:`vispriv.harness.config_paths`); the plugin checks the file itself when its config is
+#: built. The empty string means "not set".
+FilePath = Annotated[str, READS_FILE]
+
+
+def is_path_field(field: FieldInfo) -> bool:
+    """Whether a config field holds a folder or a file the plugin reads (:data:`FolderPath`, :data:`FilePath`)."""
+    return any(m is READS_FILE or getattr(m, "func", None) is _existing_folder for m in field.metadata)
 
 
 class _UtilityOnlyMark:

@@ -10,10 +10,12 @@ runs at once; change its scenario and payload types for your own threat model.
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
-from vispriv.harness.errors import ConfigError
+from vispriv.harness.errors import ConfigError, WriteError
 from vispriv.harness.paths import check_folder
+from vispriv.harness.writes import make_folder, write_text
 
 _BODIES = {
     "defense": '''
@@ -225,14 +227,20 @@ def scaffold(name: str, kind: str, directory: Path) -> Path:
     module = "vispriv_" + name.replace("-", "_")
     cls = "".join(part.capitalize() for part in name.split("-"))
     fields = {"name": name, "kind": kind, "module": module, "cls": cls}
-    (root / module).mkdir(parents=True)
-    (root / "tests").mkdir()
-    (root / "pyproject.toml").write_text(_PYPROJECT.format(**fields))
-    (root / "README.md").write_text(_README.format(**fields))
-    (root / module / "__init__.py").write_text("")
     names = _IMPORTS[kind]
     header = _HEADER.format(**fields, imports=", ".join(names),
                             field="from pydantic import Field\n" if "PluginConfig" in names else "")
-    (root / module / "plugin.py").write_text(header + _BODIES[kind].format(**fields))
-    (root / "tests" / f"test_{module}.py").write_text(_TEST.format(**fields))
+    files = {
+        root / "pyproject.toml": _PYPROJECT.format(**fields),
+        root / "README.md": _README.format(**fields),
+        root / module / "__init__.py": "",
+        root / module / "plugin.py": header + _BODIES[kind].format(**fields),
+        root / "tests" / f"test_{module}.py": _TEST.format(**fields),
+    }
+    try:
+        for path, text in files.items():
+            write_text(make_folder(path.parent) / path.name, text)
+    except WriteError:
+        shutil.rmtree(root, ignore_errors=True)  # a refused write leaves no half a package
+        raise
     return root

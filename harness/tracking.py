@@ -340,6 +340,11 @@ class Tracker:
             self._client.log_artifacts(run_id, str(folder))
 
     @store_write
+    def log_artifact(self, run_id: str, path: Path, folder: str) -> None:
+        """Copy the file ``path`` into the run's artifacts under ``folder``."""
+        self._client.log_artifact(run_id, str(path), artifact_path=folder)
+
+    @store_write
     def log_text(self, run_id: str, text: str, name: str) -> None:
         self._client.log_text(run_id, text, name)
 

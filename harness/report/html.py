@@ -29,6 +29,7 @@ from vispriv.harness.report.frontier import Frontier, axes_text, missing_text
 from vispriv.harness.report.paired import Ladder, order_text, sense
 from vispriv.harness.report.strongest import StrongestTable
 from vispriv.harness.report.tables import DPI, CellRow, Pivot, _fmt, heatmap_size
+from vispriv.harness.writes import make_folder, write_file
 
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d232a;background:#fafafa}
@@ -98,8 +99,8 @@ def copy_grids(tracker: Any, rows: list[CellRow], out_dir: Path, per_scenario: i
                 local = Path(tracker.client.download_artifacts(row.run_id, path, tmp))
                 name = f"{row.run_id[:8]}_{path.replace('/', '_')}"
                 dest = target / _safe(row.scenario) / name
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(local, dest)
+                make_folder(dest.parent)
+                write_file(dest, lambda tmp, src=local: shutil.copyfile(src, tmp))
             caption = f"{row.attack} vs {row.defense} · {row.dataset} · {path}"
             out[row.scenario].append(Grid(str(dest.relative_to(out_dir)), caption))
     return out

@@ -35,6 +35,7 @@ from vispriv.harness.hashing import stable_hash
 from vispriv.harness.labels import relabel, short_value
 from vispriv.harness.stats import mean_se
 from vispriv.harness.tracking import Tracker, store_location
+from vispriv.harness.writes import make_folder, write_file, write_text
 
 
 @dataclass
@@ -490,12 +491,13 @@ def heatmap_size(p: Pivot) -> tuple[float, float]:
 
 
 def save_figure(fig: Any, path: Path) -> Path:
-    """Write a matplotlib figure as a PNG and free it."""
+    """Write a matplotlib figure as a PNG (whole or not at all: :func:`~vispriv.harness.writes.write_file`) and free it."""
     import matplotlib.pyplot as plt
 
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
-    return path
+    try:
+        return write_file(path, lambda tmp: fig.savefig(tmp, dpi=DPI))
+    finally:
+        plt.close(fig)
 
 
 def curve_png(rows: list[CellRow], x: str, y: str, group: list[str], path: Path) -> Path:
@@ -626,7 +628,7 @@ def write_report(
         names.extend(n for n in resolve_metric(rows, m) if n not in names)
     for row_params, col_param in tables or []:
         check_table_params(rows, [*row_params, col_param])
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(out_dir)
     files: list[Path] = []
     md_parts = [f"# vispriv report: {experiment}\n"]
     if command:
@@ -694,13 +696,13 @@ def write_report(
         md_parts.append(f"\n**Reconstructions side by side ({scenario})**: truths, then each cell, best first\n\n![gallery {scenario}]({png.name})\n")
     markdown = "\n".join(md_parts)
     if "md" in formats:
-        files.append(_write(out_dir / "report.md", markdown))
+        files.append(write_text(out_dir / "report.md", markdown))
     if "csv" in formats:
         header, *_ = csv_parts[0].splitlines() if csv_parts else [""]
         body = [line for part in csv_parts for line in part.splitlines()[1:]]
-        files.append(_write(out_dir / "report.csv", "\n".join([header, *body]) + "\n"))
+        files.append(write_text(out_dir / "report.csv", "\n".join([header, *body]) + "\n"))
     if "csv" in formats and deletion_tables:
-        files.append(_write(out_dir / "budget_deletions.csv", report_deletions.to_csv(deletion_tables)))
+        files.append(write_text(out_dir / "budget_deletions.csv", report_deletions.to_csv(deletion_tables)))
     if "html" in formats:
         for scenario, grids in report_html.copy_grids(tracker, rows, out_dir, grids_per_scenario).items():
             sections.setdefault(scenario, report_html.Section(scenario)).grids = grids
@@ -712,15 +714,10 @@ def write_report(
         failed = report_html.failed_cells(tracker, exp_id, {r.cell_hash for r in rows}, parent_id)
         page = report_html.page(experiment, command, tracker.uri, rows,
                                 [sections[k] for k in sorted(sections)], curve_figs, failed, frontier_figs)
-        files.append(_write(out_dir / "report.html", page))
+        files.append(write_text(out_dir / "report.html", page))
     if log_to_parent:
         parents = tracker.parent_runs(str(tracker.experiment_id(experiment, create=False)))
         if parents:
             for f in files:
-                tracker.client.log_artifact(parents[0].info.run_id, str(f), artifact_path="report")
+                tracker.log_artifact(parents[0].info.run_id, f, "report")
     return ReportFiles(files, markdown)
-
-
-def _write(path: Path, text: str) -> Path:
-    path.write_text(text)
-    return path

@@ -78,3 +78,36 @@ def test_a_file_that_is_not_a_program_is_one_error_line(folder, tmp_path):
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), done.stderr
     assert "bad.pt2" in lines[0]
+
+
+#: The same network exported the plain way: the batch of its example (1) is fixed.
+STATIC = EXPORT.replace("(torch.rand(2, 3, 8, 8),), dynamic_shapes=({0: torch.export.Dim.AUTO},)",
+                        "(torch.rand(1, 3, 8, 8),)")
+
+
+def _extract(root: Path, model: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vispriv.plugins.federated.extract", str(root / "images"),
+                           "--model", str(model), "--out", str(out), *args], capture_output=True, text=True, timeout=120)
+
+
+def test_a_static_export_runs_at_its_batch_with_a_note_and_one_line_per_chunk(folder, tmp_path):
+    """Was a raw torch traceback (Guard failed: x.size()[0] == 1) at the default batch of 64."""
+    root, _, means = folder
+    static = tmp_path / "static.pt2"
+    subprocess.run([sys.executable, "-c", STATIC, str(static)], check=True, timeout=120)
+    done = _extract(root, static, tmp_path / "features.npz", "--save-every", "4")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        f"note: {static} was exported for batches of exactly 1 image(s): extracting 1 at a time (export it with "
+        'torch.export.export(model, (x,), dynamic_shapes=({0: torch.export.Dim("batch")},)) for batches of 64)',
+        "extract-features: 4/10 images", "extract-features: 8/10 images", "extract-features: 10/10 images",
+    ]
+    assert np.allclose(read_features(tmp_path / "features.npz").features, np.hstack([means, 2 * means]), atol=1e-6)
+
+
+def test_an_output_the_os_refuses_is_one_line(folder, tmp_path):
+    root, model, _ = folder
+    (tmp_path / "afile").write_text("a file where a folder should be")
+    done = _extract(root, model, tmp_path / "afile" / "features.npz", "--quiet")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == f"error: cannot write {tmp_path}/afile/features.npz.partial.npz: Not a directory"

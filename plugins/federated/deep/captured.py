@@ -16,31 +16,32 @@ reads what they captured, with no vispriv code on their side:
   in [0, 1] as PyTorch holds them, labels (B,), for scoring; without them the attacks still
   run and log their reconstructions, but no privacy score can be computed.
 
+Every file is read and checked when the config is built
+(:mod:`vispriv.plugins.federated.deep.captured_files`): a missing file, a TorchScript model,
+a batch the export fixed at another size, ``module.``-prefixed parameter names or images of
+the wrong shape are each one ``error:`` line before any run exists. Relative paths in a config
+file are read from the config's folder.
+
 The scene goes through the ``none`` defense (the update is already what was sent) to every
 deep attack.
 """
 
 from __future__ import annotations
 
-import io
-import logging
-from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from vispriv.harness import CellContext, Dataset, PluginConfig, Scene
+from vispriv.harness import CellContext, Dataset, FilePath, PluginConfig, Scene
 from vispriv.harness.errors import InputError
-from vispriv.plugins.federated.deep.payloads import CapturedUpdate, DeepFederatedPublic, flatten
-
-if TYPE_CHECKING:  # torch is imported where it is used, so listing plugins stays light
-    import torch
+from vispriv.plugins.federated.deep.captured_files import CapturedFiles, read_captured
+from vispriv.plugins.federated.deep.payloads import CapturedUpdate, DeepFederatedPublic
 
 
 class CapturedUpdateConfig(PluginConfig):
-    model: str = Field(..., description="torch.export file (.pt2) of the global model at the attacked round")
-    update: str = Field(..., description="torch.save'd dict {parameter name: tensor}: gradient or weight difference")
+    model: FilePath = Field(..., description="torch.export file (.pt2) of the global model at the attacked round")
+    update: FilePath = Field(..., description="torch.save'd dict {parameter name: tensor}: gradient or weight difference")
     image_shape: tuple[int, int, int] | None = Field(
         None, description="C, H, W of one input image (default: from the exported program's example input)"
     )
@@ -50,66 +51,21 @@ class CapturedUpdateConfig(PluginConfig):
     local_lr: float = Field(0.1, gt=0)
     mean: tuple[float, ...] = Field((), description="input normalisation applied before the model (empty: none)")
     std: tuple[float, ...] = Field((), description="input normalisation applied before the model (empty: none)")
-    images: str = Field("", description="optional .npy of the true images (B, C, H, W) in [0, 1], for scoring")
-    labels: str = Field("", description="optional .npy of the true labels (B,), for scoring")
+    images: FilePath = Field("", description="optional .npy of the true images (B, C, H, W) in [0, 1], for scoring")
+    labels: FilePath = Field("", description="optional .npy of the true labels (B,), for scoring")
 
+    @model_validator(mode="after")
+    def _files_read(self) -> CapturedUpdateConfig:
+        if bool(self.mean) != bool(self.std) or len(self.mean) != len(self.std):
+            raise InputError(f"mean ({len(self.mean)} values) and std ({len(self.std)}) need one value per channel "
+                             "each, or neither")
+        self.files()
+        return self
 
-def _file(path: str, what: str) -> Path:
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise InputError(f"{what} file not found: {p}")
-    return p
-
-
-def load_exported(path: str) -> tuple[bytes, torch.nn.Module, tuple[int, ...] | None]:
-    """The bytes of a ``torch.export`` file, its module and its example input's (C, H, W), or one-line InputError."""
-    import torch
-
-    data = _file(path, "model").read_bytes()
-    # torch.export logs a traceback of its own before raising on a foreign file: the one line below replaces it.
-    torch_export_log = logging.getLogger("torch.export")
-    level = torch_export_log.level
-    torch_export_log.setLevel(logging.CRITICAL)
-    try:
-        program = torch.export.load(io.BytesIO(data))
-        module = program.module()
-    except Exception as exc:  # noqa: BLE001 -- torch raises many types on a file that is not an exported program
-        raise InputError(
-            f"model {path} does not load as a torch.export program ({type(exc).__name__}); "
-            "save it with torch.export.save(torch.export.export(model, (example_batch,)), path)"
-        ) from None
-    finally:
-        torch_export_log.setLevel(level)
-    example = program.example_inputs[0] if program.example_inputs else ()
-    shape = tuple(example[0].shape[1:]) if example and getattr(example[0], "ndim", 0) == 4 else None
-    return data, module, shape
-
-
-def load_update(path: str, module: torch.nn.Module) -> np.ndarray:
-    """The captured update, checked name by name and shape by shape against the model."""
-    import torch
-
-    from vispriv.plugins.federated.deep.local import trainable
-
-    try:
-        state = torch.load(_file(path, "update"), map_location="cpu", weights_only=True)
-    except InputError:
-        raise
-    except Exception as exc:  # noqa: BLE001 -- a damaged or foreign file
-        raise InputError(f"update {path} does not load with torch.load ({type(exc).__name__})") from None
-    if not isinstance(state, dict):
-        raise InputError(f"update {path} must hold a dict {{parameter name: tensor}}; got {type(state).__name__}")
-    params = trainable(module)
-    missing = [k for k in params if k not in state]
-    extra = [k for k in state if k not in params]
-    if missing or extra:
-        raise InputError(
-            f"update {path} does not match the model's parameters: missing {missing[:3]}, unexpected {extra[:3]}"
-        )
-    for k, p in params.items():
-        if tuple(state[k].shape) != tuple(p.shape):
-            raise InputError(f"update {path}: {k} has shape {tuple(state[k].shape)}, the model's is {tuple(p.shape)}")
-    return flatten([state[k].to(torch.float32) for k in params])
+    def files(self) -> CapturedFiles:
+        """The checked contents of every file this config names (read once per file version)."""
+        return read_captured(self.model, self.update, self.images, self.labels, self.image_shape, self.batch_size,
+                             len(self.mean))
 
 
 class CapturedUpdateDataset(Dataset):
@@ -122,37 +78,13 @@ class CapturedUpdateDataset(Dataset):
     produces = (CapturedUpdate,)
 
     def load(self, ctx: CellContext) -> Scene:
-        import torch
-
         cfg: CapturedUpdateConfig = self.config
-        data, module, example_shape = load_exported(cfg.model)
-        vector = load_update(cfg.update, module)
-        shape = cfg.image_shape or example_shape
-        if shape is None:
-            raise InputError(f"model {cfg.model} carries no 4-d example input: set image_shape: [C, H, W]")
-        c, h, w = shape
-        try:
-            with torch.no_grad():
-                n_classes = int(module(torch.zeros(cfg.batch_size, c, h, w)).shape[-1])
-        except Exception as exc:  # noqa: BLE001 -- a model that rejects the stated input shape
-            raise InputError(f"model {cfg.model} does not accept a batch of {cfg.batch_size} x {shape} "
-                             f"images ({type(exc).__name__}); check image_shape and batch_size") from None
-        images = np.zeros((0, h, w, c), np.float32)
-        labels = np.zeros(0, np.int64)
-        if cfg.images:
-            raw = np.load(_file(cfg.images, "images"))
-            if raw.shape != (cfg.batch_size, c, h, w):
-                raise InputError(f"images {cfg.images} have shape {raw.shape}; expected {(cfg.batch_size, c, h, w)}")
-            images = np.asarray(raw, np.float32).transpose(0, 2, 3, 1)
-            labels = np.load(_file(cfg.labels, "labels")) if cfg.labels else np.zeros(cfg.batch_size, np.int64)
-            if len(labels) != cfg.batch_size:
-                raise InputError(f"labels {cfg.labels} hold {len(labels)} labels; expected {cfg.batch_size}")
-        if bool(cfg.mean) != bool(cfg.std) or (cfg.mean and len(cfg.mean) != c):
-            raise InputError(f"mean and std need one value per channel ({c}) each, or neither")
+        files = cfg.files()
+        c, h, w = files.image_shape
         public = DeepFederatedPublic(
             arch="exported",
             width=0,
-            n_classes=n_classes,
+            n_classes=files.n_classes,
             image_shape=(c, h, w),
             mean=list(cfg.mean),
             std=list(cfg.std),
@@ -160,7 +92,7 @@ class CapturedUpdateDataset(Dataset):
             work={"mode": cfg.local, "steps": cfg.local_steps, "lr": cfg.local_lr, "batchnorm": "eval"},
             public_images=np.zeros((0, h, w, c), np.float32),
             public_labels=np.zeros(0, np.int64),
-            exported=data,
+            exported=files.model,
         )
-        private = CapturedUpdate(update=vector, batch_size=cfg.batch_size, images=images, labels=labels)
+        private = CapturedUpdate(update=files.update, batch_size=cfg.batch_size, images=files.images, labels=files.labels)
         return Scene(private=private, public=public)

@@ -26,7 +26,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from vispriv.harness import CellContext, Dataset, PluginConfig, Scene
+from vispriv.harness import CellContext, Dataset, FilePath, PluginConfig, Scene
 from vispriv.harness.errors import ConfigError, InputError
 from vispriv.plugins.federated.data import INIT, TEST, TRAIN, LabelledImages, split_users
 from vispriv.plugins.federated.features.file import FeatureTable, align_to, read_features, read_labels
@@ -42,11 +42,11 @@ IGNORED_BY_SOURCE: dict[str, frozenset[str]] = {
 
 class FederatedFeaturesConfig(PluginConfig):
     source: Literal["file", "celeba", "bundled"] = "bundled"
-    features: str = Field("", description="file / celeba: the .npz (features, ids[, labels, names]) or .npy file")
-    ids: str = Field("", description="with an .npy: a text file of image ids, one per line")
-    labels: str = Field("", description="file: an .npz of ids, labels ((N,) or (N, L) 0/1) and optional names")
-    attributes: str = Field("", description="celeba: list_attr_celeba.txt")
-    partition: str = Field("", description="celeba: list_eval_partition.txt (0 train, 1 validation -> init, 2 test)")
+    features: FilePath = Field("", description="file / celeba: the .npz (features, ids[, labels, names]) or .npy file")
+    ids: FilePath = Field("", description="with an .npy: a text file of image ids, one per line")
+    labels: FilePath = Field("", description="file: an .npz of ids, labels ((N,) or (N, L) 0/1) and optional names")
+    attributes: FilePath = Field("", description="celeba: list_attr_celeba.txt")
+    partition: FilePath = Field("", description="celeba: list_eval_partition.txt (0 train, 1 validation -> init, 2 test)")
     bundled_labels: Literal["classes", "attributes"] = Field(
         "attributes", description="bundled: the 10 digit classes, or 14 binary attributes derived from them"
     )

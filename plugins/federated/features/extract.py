@@ -10,7 +10,9 @@ the program's example (H, W). ``IMAGES`` is one sub-folder per class (ids ``clas
 labels and class names written too) or a flat folder (ids are file names, e.g. CelebA's
 ``img_align_celeba/``, whose attributes then come from ``list_attr_celeba.txt``).
 
-Batched, with a progress bar, and resumable: every ``--save-every`` batches the rows done so far
+A model exported the plain way (``torch.export.export(model, (torch.rand(1, 3, H, W),))``)
+takes batches of exactly that size: the extractor then runs at that size, with a one-line
+note. Batched, with a progress bar on a terminal (one line per saved chunk in a log), and resumable (each file written whole, an OS refusal one ``error:`` line): every ``--save-every`` batches the rows done so far
 go to ``<out>.partial.npz``; a rerun with the same arguments continues from there. DPHE
 (ICCV 2017) section 3.2 uses such features (ResNet-152's pooled outputs) for its classifiers.
 """
@@ -19,11 +21,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
 
-from vispriv.harness.errors import InputError, VisprivError
+from vispriv.harness.errors import InputError, VisprivError, os_refusal
+from vispriv.harness.writes import write_file
+from vispriv.plugins.federated.deep.captured_files import DYNAMIC_HOW
 
 SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp"}
 
@@ -74,14 +79,20 @@ def extract(images: Path, model: Path, out: Path, batch_size: int = 64, save_eve
     import torch
     from tqdm import tqdm
 
-    from vispriv.plugins.federated.deep.captured import load_exported
+    from vispriv.plugins.federated.deep.captured_files import load_exported
 
-    _, module, shape = load_exported(str(model))
+    _, module, shape, example_batch = load_exported(str(model))
     if shape is None:
         raise InputError(f"model {model}: its example input is not an image batch (B, C, H, W)")
     paths, ids, labels, names = list_folder(images)
     if not paths:
         raise InputError(f"image folder {images} holds no images with suffixes {sorted(SUFFIXES)}")
+    fixed = fixed_batch(model, module, shape, min(batch_size, len(paths)), example_batch)
+    if fixed is not None:
+        click.echo(f"note: {model} was exported for batches of exactly {fixed} image(s): extracting {fixed} at a "
+                   f"time (export it with {DYNAMIC_HOW} for batches of {batch_size})", err=True)
+        batch_size = fixed
+    lines = not quiet and not sys.stderr.isatty()  # a log file gets one line per saved chunk, not a redrawn bar
     partial = out.with_name(out.name + ".partial.npz")
     done: list[np.ndarray] = []
     if partial.is_file():
@@ -91,18 +102,21 @@ def extract(images: Path, model: Path, out: Path, batch_size: int = 64, save_eve
             done = [data["features"]]
     start = len(done[0]) if done else 0
     batches = 0
-    bar = tqdm(total=len(paths), initial=start, desc="extract-features", unit="img", disable=quiet)
+    bar = tqdm(total=len(paths), initial=start, desc="extract-features", unit="img", disable=quiet or lines)
     with torch.no_grad():
         for lo in range(start, len(paths), batch_size):
             batch = torch.from_numpy(read_batch(paths[lo : lo + batch_size], shape))
-            done.append(module(batch).reshape(len(batch), -1).double().numpy())
+            done.append(run_batch(module, batch, fixed))
             batches += 1
             bar.update(len(batch))
             finished = lo + batch_size >= len(paths)
             if batches % save_every == 0 or finished or batches == stop_after:
                 features = np.concatenate(done)
-                np.savez(partial, features=features, ids=np.asarray(ids[: len(features)]))
+                rows = {"features": features, "ids": np.asarray(ids[: len(features)])}
+                write_file(partial, lambda tmp, rows=rows: np.savez(tmp, **rows))
                 done = [features]
+                if lines:
+                    click.echo(f"extract-features: {len(features)}/{len(paths)} images", err=True)
             if batches == stop_after and not finished:
                 bar.close()
                 return batches
@@ -111,9 +125,32 @@ def extract(images: Path, model: Path, out: Path, batch_size: int = 64, save_eve
     features = np.concatenate(done)
     if not np.isfinite(features).all():
         raise InputError(f"model {model} gave NaN or infinite features (first at image {ids[int(np.argmin(np.isfinite(features).all(axis=1)))]})")
-    np.savez(out, features=features, ids=np.asarray(ids), **extra)
+    arrays = {"features": features, "ids": np.asarray(ids), **extra}
+    write_file(out, lambda tmp: np.savez(tmp, **arrays))
     partial.unlink()
     return batches
+
+
+def fixed_batch(model: Path, module: Any, shape: tuple[int, ...], batch_size: int, example_batch: int | None) -> int | None:
+    """The one batch size a static export takes when it refuses ``batch_size``; ``None`` when it takes ``batch_size``."""
+    from vispriv.plugins.federated.deep.captured_files import accepts
+
+    out, why = accepts(module, batch_size, shape)
+    if out is not None:
+        return None
+    if example_batch is not None and accepts(module, example_batch, shape)[0] is not None:
+        return example_batch
+    raise InputError(f"model {model} does not accept a batch of {batch_size} x {shape} images (torch: {why})")
+
+
+def run_batch(module: Any, batch: Any, fixed: int | None) -> np.ndarray:
+    """The features of ``batch``, one row per image; a short last batch is padded to a static export's ``fixed`` size."""
+    import torch
+
+    n = len(batch)
+    if fixed is not None and n < fixed:
+        batch = torch.cat([batch, batch.new_zeros(fixed - n, *batch.shape[1:])])
+    return module(batch)[:n].reshape(n, -1).double().numpy()
 
 
 @click.command(name="extract-features")
@@ -140,6 +177,9 @@ def run() -> None:
         sys.exit(exc.exit_code)
     except VisprivError as exc:
         click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except OSError as exc:
+        click.echo(f"error: {os_refusal(exc)}", err=True)
         sys.exit(2)
 
 

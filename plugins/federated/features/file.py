@@ -15,12 +15,14 @@ Every check fails with one line naming the file and the first bad row.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from vispriv.harness.errors import InputError
+from vispriv.plugins.federated.npy_files import read_npy, read_npz
 
 
 @dataclass
@@ -31,14 +33,6 @@ class FeatureTable:
     features: np.ndarray
     labels: np.ndarray | None = None
     names: list[str] | None = None
-
-
-def _load_npz(path: Path) -> dict[str, np.ndarray]:
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: not a readable .npz ({exc})") from None
 
 
 def _ids_of(path: Path, raw: np.ndarray, n: int) -> list[str]:
@@ -87,11 +81,11 @@ def check_labels(path: Path, labels: np.ndarray, n: int) -> np.ndarray:
 
 def read_features(features: str | Path, ids: str | Path | None = None) -> FeatureTable:
     """The features file (``.npz`` with ``ids``, or ``.npy`` plus an ids text file), checked."""
-    path = Path(features).expanduser()
+    path = Path(os.path.abspath(Path(features).expanduser()))
     if not path.is_file():
         raise InputError(f"feature file {str(path)!r} does not exist")
     if path.suffix == ".npz":
-        data = _load_npz(path)
+        data = read_npz(path)
         if "features" not in data:
             raise InputError(f"{path}: no 'features' array (found {sorted(data)}); expected features and ids")
         table = _check_features(path, data["features"])
@@ -104,16 +98,13 @@ def read_features(features: str | Path, ids: str | Path | None = None) -> Featur
     if path.suffix == ".npy":
         if ids is None:
             raise InputError(f"{path}: an .npy holds no ids; give ids: a text file with one image id per line")
-        try:
-            table = _check_features(path, np.load(path, allow_pickle=False))
-        except ValueError as exc:
-            raise InputError(f"{path}: not a readable .npy ({exc})") from None
+        table = _check_features(path, read_npy(path, "feature file"))
         return FeatureTable(_read_id_lines(Path(ids), len(table)), table)
     raise InputError(f"{path}: feature files are .npz or .npy; got {path.suffix or 'no suffix'!r}")
 
 
 def _read_id_lines(path: Path, n: int) -> list[str]:
-    path = path.expanduser()
+    path = Path(os.path.abspath(path.expanduser()))
     if not path.is_file():
         raise InputError(f"ids file {str(path)!r} does not exist")
     return _ids_of(path, np.asarray([line.strip() for line in path.read_text().splitlines() if line.strip()]), n)
@@ -132,12 +123,12 @@ def align_to(table_ids: list[str], path: Path, other_ids: list[str]) -> np.ndarr
 
 def read_labels(path: str | Path, table: FeatureTable) -> FeatureTable:
     """Labels from a separate ``.npz`` (``ids``, ``labels``, optional ``names``), matched to the features by id."""
-    path = Path(path).expanduser()
+    path = Path(os.path.abspath(Path(path).expanduser()))
     if not path.is_file():
         raise InputError(f"labels file {str(path)!r} does not exist")
     if path.suffix != ".npz":
         raise InputError(f"{path}: a labels file is an .npz with ids and labels; got {path.suffix or 'no suffix'!r}")
-    data = _load_npz(path)
+    data = read_npz(path)
     for key in ("ids", "labels"):
         if key not in data:
             raise InputError(f"{path}: no {key!r} array (found {sorted(data)}); expected ids and labels")
