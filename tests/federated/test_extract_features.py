@@ -86,7 +86,7 @@ STATIC = EXPORT.replace("(torch.rand(2, 3, 8, 8),), dynamic_shapes=({0: torch.ex
 
 
 def _extract(root: Path, model: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vispriv.plugins.federated.extract", str(root / "images"),
+    return subprocess.run([sys.executable, "-m", "vispriv.plugins.federated.features.extract", str(root / "images"),
                            "--model", str(model), "--out", str(out), *args], capture_output=True, text=True, timeout=120)
 
 
