@@ -34,11 +34,15 @@ DYNAMIC_HOW = 'torch.export.export(model, (x,), dynamic_shapes=({0: torch.export
 WRAPPER_PREFIX = "module."
 
 
-def existing_file(path: str, what: str) -> Path:
-    """``path`` made absolute, checked to be a file, else one line showing the absolute path."""
+#: Where a relative path of a config resolves (harness/config_paths.py), said beside "not found".
+CONFIG_PATH_HINT = " (relative paths written in a config file are read from its folder, those given with --set from the shell's)"
+
+
+def existing_file(path: str, what: str, hint: str = CONFIG_PATH_HINT) -> Path:
+    """``path`` made absolute, checked to be a file, else one line showing the absolute path (and ``hint``)."""
     p = Path(os.path.abspath(Path(path).expanduser()))
     if not p.is_file():
-        raise InputError(f"{what} file not found: {p} (relative paths written in a config file are read from its folder, those given with --set from the shell's)")
+        raise InputError(f"{what} file not found: {p}{hint}")
     return p
 
 
@@ -55,11 +59,12 @@ def archive_kind(data: bytes) -> str:
     return "pickle" if any(n.endswith("/data.pkl") for n in names) else "other"
 
 
-def load_exported(path: str) -> tuple[bytes, torch.nn.Module, tuple[int, ...] | None, int | None]:
-    """The bytes of a ``torch.export`` file, its module, its example input's (C, H, W) and batch size, or one-line InputError."""
+def load_exported(path: str, hint: str = CONFIG_PATH_HINT) -> tuple[bytes, torch.nn.Module, tuple[int, ...] | None, int | None]:
+    """The bytes of a ``torch.export`` file, its module, its example input's (C, H, W) and batch size, or one-line
+    InputError (``hint``: what "not found" adds, e.g. where a config's relative paths resolve)."""
     import torch
 
-    p = existing_file(path, "model")
+    p = existing_file(path, "model", hint)
     data = p.read_bytes()
     kind = archive_kind(data)
     if kind == "torchscript":

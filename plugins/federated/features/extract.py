@@ -81,7 +81,7 @@ def extract(images: Path, model: Path, out: Path, batch_size: int = 64, save_eve
 
     from vispriv.plugins.federated.deep.captured_files import load_exported
 
-    _, module, shape, example_batch = load_exported(str(model))
+    _, module, shape, example_batch = load_exported(str(model), hint="")
     if shape is None:
         raise InputError(f"model {model}: its example input is not an image batch (B, C, H, W)")
     paths, ids, labels, names = list_folder(images)
