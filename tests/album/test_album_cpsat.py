@@ -165,3 +165,27 @@ def test_defense_dispatches_cpsat(mode):
         assert int(result.keep.sum()) == brute_force_topk(A, 2)
     else:
         assert protected_k(A, result.keep) == brute_force_budget(A, 2)
+
+
+def test_a_cell_with_unproven_albums_warns(tmp_path, monkeypatch):
+    """An album an exact mode does not prove is counted in unproven_share, not optimal_share, and the cell warns."""
+    from vispriv.harness import Cache, CellContext
+    from vispriv.plugins.album.dataset import AlbumWorld
+    from vispriv.plugins.album.pruning import PruneResult
+
+    ctx = CellContext(seed=0, cache=Cache(tmp_path / "cache"), artifact_dir=tmp_path / "art", quiet=True)
+    scene = AlbumWorld(AlbumWorld.Config(collection="R-8", n_places=16, dim=16, train_per_place=40, epochs=3, n_albums=3)).load(ctx)
+    solve = cpsat.solve_budget
+    calls = []
+
+    def first_unproven(A, d, St, fixed, time_limit):
+        calls.append(1)
+        result = solve(A, d, St, fixed, time_limit=time_limit)
+        return PruneResult(result.keep, "feasible" if len(calls) == 1 else result.status, result.seconds)
+
+    monkeypatch.setattr(cpsat, "solve_budget", first_unproven)
+    defense = AlbumPruning(AlbumPruning.Config(mode="milp-budget", formulation="cpsat", scores_from="adversary"))
+    with pytest.warns(UserWarning, match="1 of 3 albums not proven optimal"):
+        protected = defense.protect(scene.private, scene.public, ctx)
+    assert protected.utility["unproven_share"] == pytest.approx(1 / 3)
+    assert protected.utility["optimal_share"] == pytest.approx(2 / 3)
