@@ -20,6 +20,7 @@ some method.
 
     .venv/bin/python benchmarks/album_exact.py --time-limit 10
     .venv/bin/python benchmarks/album_exact.py --time-limit 10 --problems budget --collections albums
+    .venv/bin/python benchmarks/album_exact.py --problems topk --scores-from proxy --methods fast cpsat
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ from vispriv.plugins.album.pruning import advantage, protected_k
 METHODS = ("fast", "naive", "cpsat")
 
 
-def cells(config: str, problems: list[str], collections: list[str] | None) -> list[tuple[str, object, list[tuple[np.ndarray, np.ndarray]]]]:
+def cells(
+    config: str, problems: list[str], collections: list[str] | None, scores_from: list[str] | None = None
+) -> list[tuple[str, object, list[tuple[np.ndarray, np.ndarray]]]]:
     """(label, defense config, [(A, true-place scores)] per album) of each distinct exact cell."""
     out, seen = [], set()
     for cell in build_matrix(load_config(config), load_registry()).cells:
@@ -47,7 +50,7 @@ def cells(config: str, problems: list[str], collections: list[str] | None) -> li
         mode = getattr(cfg, "mode", None)
         if mode not in ("milp-topk", "milp-budget") or mode.removeprefix("milp-") not in problems:
             continue
-        if collections and ds.config.collection not in collections:
+        if (collections and ds.config.collection not in collections) or (scores_from and cfg.scores_from not in scores_from):
             continue
         param = f"k={cfg.k}" if mode == "milp-topk" else f"d={cfg.budget:g}N"
         label = f"{ds.config.collection} {mode} {param} {cfg.scores_from} theta={cfg.theta:g}"
@@ -91,6 +94,7 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=10.0, help="seconds per album and method")
     parser.add_argument("--problems", nargs="+", default=["topk", "budget"], choices=["topk", "budget"])
     parser.add_argument("--collections", nargs="+", default=None, help="only these collections (default: every one of the config)")
+    parser.add_argument("--scores-from", nargs="+", default=None, choices=["adversary", "proxy"], help="only cells with these scores")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--workers", type=int, default=cpsat.NUM_WORKERS, help="CP-SAT workers (interleaved when > 1)")
     args = parser.parse_args()
@@ -99,7 +103,7 @@ def main() -> None:
     print("| cell | albums | method | proven | median s | max s | median / fast | max / fast | same optimum |")
     print("|---|---|---|---|---|---|---|---|---|")
     unproven: list[str] = []
-    for label, cfg, drawn in cells(args.config, args.problems, args.collections):
+    for label, cfg, drawn in cells(args.config, args.problems, args.collections, args.scores_from):
         index = list(range(len(drawn)))
         if cfg.mode == "milp-topk":
             index = [i for i, (A, _) in enumerate(drawn) if protected_k(A, np.ones(len(A), dtype=bool)) < cfg.k]
