@@ -29,24 +29,25 @@ on the photos kept, (3)). Every returned mask is re-checked with ``protected_k``
 places that cannot beat under any admissible mask are dropped, places that beat under
 every admissible mask (strict row) are counted once (budget); a photo with ``a_ij >= 0``
 on every open place is never deleted (budget); a place whose column is entry-wise at
-least another's (and whose margin is not smaller) beats whenever that one does:
-``h_j >= h_j'``; a photo that is entry-wise at least as good to delete as another
+least another's, threshold and always-kept photos included, beats whenever that one
+does: ``h_j >= h_j'``; a photo that is entry-wise at least as good to delete as another
 (identical photos: the lower index) is deleted whenever that one is, ``x_i >= x_i'``
 (swapping two such photos never lowers a place's total; this also breaks the symmetry
 between identical photos). The budget model adds each place's cover row: with deficit
 ``D_j > 0`` (kept total of all photos below ``-delta_j``), ``h_j`` needs at least ``m_j``
 deletions among the photos with ``a_ij < 0``, ``m_j`` the fewest whose entries cover
-``D_j``. The heuristic masks of :mod:`vispriv.plugins.album.milp` are given as a hint
-(``AddHint``) and their value as a bound on the objective.
+``D_j``. The top-k model keeps only places whose integer
+cap (supplement B) reaches the best known count, with ``h_j => sum z <= c_j``. The
+heuristic masks of :mod:`vispriv.plugins.album.milp` are the hint (``AddHint``); in the
+top-k model their count is also a lower bound on the photos kept.
 
-**Determinism.** Fixed ``random_seed`` and an explicit ``num_workers``; with several
-workers the search is interleaved (``interleave_search``), which CP-SAT runs
-deterministically. Among optimal solutions the model prefers the fewest deletions (a
-secondary objective term, budget) or nothing else (top-k, whose objective is the number
-of deletions); the returned mask is the same on every run with the same OR-Tools version
-and parameters, whatever the machine's load, as long as the search finishes. A wall-clock
-limit that stops the search returns the best verified mask as ``feasible`` (never
-``optimal``).
+**Determinism.** Fixed ``random_seed`` and an explicit ``num_workers`` (1 by default);
+with several workers the search is interleaved (``interleave_search``), which CP-SAT runs
+deterministically. The budget mask is then made minimal: deleted photos are restored,
+lowest index first, while protected-k does not drop (the top-k objective already counts
+deletions). A finished search returns the same mask on every run with the same OR-Tools
+version and parameters, whatever the machine's load. A wall-clock limit that stops the
+search returns the best verified mask as ``feasible`` (never ``optimal``).
 """
 
 from __future__ import annotations
