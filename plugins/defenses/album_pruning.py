@@ -3,8 +3,12 @@ the true place leaves the top-k of a location classifier.
 
 Modes: ``greedy`` / ``greedy-budget`` (the paper's baseline, section 3), ``top1-exact``
 (the polynomial algorithm of supplement B), ``milp-topk`` (problem 3/6) and
-``milp-budget`` (problem 4/7), the MILPs in the ``fast`` or the paper's ``naive``
-formulation (:mod:`vispriv.plugins.album.milp`). Scores come from the defender's proxy
+``milp-budget`` (problem 4/7), solved exactly in the ``fast`` formulation (HiGHS MILPs
+behind exact filters, and a branch and bound for the budget), the paper's ``naive`` MILP
+(:mod:`vispriv.plugins.album.milp`) or ``cpsat`` (OR-Tools CP-SAT,
+:mod:`vispriv.plugins.album.cpsat`). An album that an exact mode does not prove optimal
+within ``time_limit`` keeps its best mask found, counted in ``unproven_share`` (not in
+``optimal_share``), and the cell warns. Scores come from the defender's proxy
 classifier with the black-box margin ``theta`` (eq. 8) added to the true place, or from
 the adversary's own model (``scores_from: adversary``, the white-box setting).
 
@@ -21,6 +25,7 @@ between two deletion budgets (``vispriv report --budget-deletions``).
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Literal
 
 import numpy as np
@@ -94,7 +99,7 @@ class AlbumPruning(Defense):
         mode: Literal["greedy", "greedy-budget", "top1-exact", "milp-topk", "milp-budget"] = "milp-topk"
         k: int = Field(1, ge=1, description="top-k guarantee (greedy, top1-exact, milp-topk)")
         budget: float = Field(0.25, gt=0, le=1, description="deletion budget d as a fraction of the album (budget modes)")
-        formulation: Literal["fast", "naive"] = "fast"
+        formulation: Literal["fast", "naive", "cpsat"] = "fast"
         solver: str = "HIGHS"
         time_limit: float = Field(60.0, gt=0, description="seconds per album for the MILP modes")
         theta: float = Field(0.0, ge=0, description="black-box margin added to the true place's proxy scores (eq. 8)")
@@ -112,7 +117,8 @@ class AlbumPruning(Defense):
     produces = (KeptAlbums,)
 
     def _prune(self, S: np.ndarray, t: int, fixed: np.ndarray) -> PruneResult:
-        from vispriv.plugins.album import milp
+        from vispriv.plugins.album import cpsat, milp
+
         cfg = self.config
         A, _ = advantage(S, t, cfg.theta)
         d = int(np.floor(cfg.budget * len(S)))
@@ -123,9 +129,13 @@ class AlbumPruning(Defense):
             result = greedy_budget(S, t, d, fixed)
         elif cfg.mode == "top1-exact":
             result = top1_exact(A, fixed)
+        elif cfg.mode == "milp-topk" and cfg.formulation == "cpsat":
+            result = cpsat.solve_topk(A, cfg.k, fixed, time_limit=cfg.time_limit)
         elif cfg.mode == "milp-topk":
             solve = milp.fast_topk if cfg.formulation == "fast" else milp.naive_topk
             result = solve(A, cfg.k, fixed, solver=cfg.solver, time_limit=cfg.time_limit)
+        elif cfg.formulation == "cpsat":
+            result = cpsat.solve_budget(A, d, S[:, t], fixed, time_limit=cfg.time_limit)
         elif cfg.formulation == "fast":
             result = milp.fast_budget(A, d, S[:, t], fixed, solver=cfg.solver, time_limit=cfg.time_limit)
         else:
@@ -161,6 +171,13 @@ class AlbumPruning(Defense):
             seconds.append(result.seconds)
             own_pk.append(protected_k(A, keep))
         statuses_arr = np.array(statuses)
+        unproven = int(np.isin(statuses_arr, ("feasible", "unknown")).sum())
+        if unproven and cfg.mode.startswith("milp"):
+            warnings.warn(
+                f"album-pruning {cfg.mode} ({cfg.formulation}): {unproven} of {len(statuses)} albums not proven optimal "
+                f"within time_limit {cfg.time_limit:g} s; their masks are the best found (utility/unproven_share)",
+                stacklevel=2,
+            )
         utility = {
             "kept_fraction": float(np.mean([k.mean() for k in keeps])),
             "deleted_fraction_needed": float(np.mean(deleted_needed)) if deleted_needed else 0.0,
