@@ -30,7 +30,7 @@ from vispriv.plugins.federated.deep.payloads import DeepFederatedPublic, state_o
 class ImprintedDeepFederatedConfig(DeepFederatedConfig):
     imprint_bins: int = Field(128, ge=2, le=4096, description="k: rows (bins) of the imprint block")
     imprint_statistic: Literal["brightness", "random"] = Field(
-        "brightness", description="h(x) every row measures: the mean pixel value, or one fixed random projection",
+        "random", description="h(x) every row measures: the mean pixel value, or one fixed random projection",
     )
 
 
