@@ -38,18 +38,18 @@ from torch import nn
 
 Statistic = Literal["brightness", "random"]
 STATISTICS: tuple[str, ...] = ("brightness", "random")
-#: The block's output path: x + GAIN * sum_i relu(y_i) / k; small, so the network behind the
-#: block still sees (nearly) its input, and the same for every row (what isolates a bin).
+#: The block's default output path: x + gain * sum_i relu(y_i) / k; small, so the network behind
+#: the block still sees (nearly) its input, and the same for every row (what isolates a bin).
 GAIN = 1.0
 
 
 class ImprintBlock(nn.Module):
     """k rows measuring one statistic, staggered biases, ReLU; output x + gain/k * sum of the rows."""
 
-    def __init__(self, dim: int, bins: int) -> None:
+    def __init__(self, dim: int, bins: int, gain: float = GAIN) -> None:
         super().__init__()
         self.measure = nn.Linear(dim, bins)
-        self.register_buffer("gain", torch.tensor(GAIN / bins, dtype=torch.float32))
+        self.register_buffer("gain", torch.tensor(gain / bins, dtype=torch.float32))
 
     @property
     def bins(self) -> int:
@@ -87,12 +87,17 @@ def thresholds(values: np.ndarray, bins: int) -> np.ndarray:
     return mean + std * norm.ppf(np.arange(1, bins + 1) / (bins + 1))
 
 
-def imprint_model(net: nn.Module, public_images: torch.Tensor, bins: int, statistic: str, seed: int) -> Imprinted:
-    """``net`` behind an imprint block whose bins are placed by the public images (N, C, H, W)."""
+def imprint_model(net: nn.Module, public_images: torch.Tensor, bins: int, statistic: str, seed: int,
+                  gain: float = GAIN) -> Imprinted:
+    """``net`` behind an imprint block whose bins are placed by the public images (N, C, H, W).
+
+    ``gain`` scales the block's output path and with it the share of the update its rows carry
+    (what pruning keeps and what DP-SGD's clipping leaves against its noise); the readout does not
+    depend on it."""
     dim = int(np.prod(public_images.shape[1:]))
     row = statistic_row(statistic, dim, seed)
     h = public_images.reshape(len(public_images), -1).double().numpy() @ row
-    block = ImprintBlock(dim, bins)
+    block = ImprintBlock(dim, bins, gain)
     with torch.no_grad():
         block.measure.weight.copy_(torch.from_numpy(np.tile(row, (bins, 1))))
         block.measure.bias.copy_(torch.from_numpy(-thresholds(h, bins)))

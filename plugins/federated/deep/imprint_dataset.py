@@ -32,6 +32,10 @@ class ImprintedDeepFederatedConfig(DeepFederatedConfig):
     imprint_statistic: Literal["brightness", "random"] = Field(
         "random", description="h(x) every row measures: the mean pixel value, or one fixed random projection",
     )
+    imprint_gain: float = Field(
+        1.0, gt=0, le=1e6, description="the block adds gain/k * sum of its rows to the image: larger gives its rows "
+        "a larger share of the update (the readout does not depend on it)",
+    )
 
 
 class ImprintedDeepFederatedImages(DeepFederatedImages):
@@ -49,6 +53,6 @@ class ImprintedDeepFederatedImages(DeepFederatedImages):
         public = scene.public
         assert isinstance(public, DeepFederatedPublic)
         model = imprint_model(public.model(), to_tensor(public.public_images), cfg.imprint_bins,
-                              cfg.imprint_statistic, ctx.child_seed("imprint-statistic"))
-        imprint = {"bins": cfg.imprint_bins, "statistic": cfg.imprint_statistic}
+                              cfg.imprint_statistic, ctx.child_seed("imprint-statistic"), cfg.imprint_gain)
+        imprint = {"bins": cfg.imprint_bins, "statistic": cfg.imprint_statistic, "gain": cfg.imprint_gain}
         return Scene(private=scene.private, public=replace(public, state=state_of(model), imprint=imprint))
