@@ -82,7 +82,7 @@ def test_one_image_per_bin_is_recovered_exactly_from_a_two_user_average():
     release = _two_user_average(model, images, [0, 1, 2, 0])
     result = Imprint().attack(release, _public(model, len(THRESHOLDS)), CellContext(seed=0, quiet=True))
     psnr = _psnr(images, result.estimate["images"])
-    assert min(psnr.values()) >= 40, psnr  # float precision: in practice above 60 dB
+    assert min(psnr.values()) >= 40, psnr  # float precision: 126 to 158 dB when written
     assert result.metrics["bins_read_share"] == 1.0
 
 
