@@ -3,7 +3,7 @@
 The adversary is the aggregator (or an insider user). It knows the global model at the
 attacked round and the public protocol (FedSGD or FedAvg, E, lr, batch size B), and inverts
 what the release lets it see (:mod:`vispriv.plugins.federated.deep.inversion` holds the
-three methods and cites their equations):
+three methods and cites their equations; :mod:`vispriv.plugins.federated.deep.views` the views):
 
 * every user's update in plaintext (plain FedAvg, gradient pruning, DP-SGD): one inversion
   per user, B images each;
@@ -27,14 +27,8 @@ from pydantic import Field
 
 from vispriv.harness import Attack, AttackResult, CellContext, Images, Labels, PluginConfig
 from vispriv.harness.errors import InputError
-from vispriv.plugins.federated.deep.payloads import (
-    DeepPlaintextUpdates,
-    DeepPublishedAverage,
-    DeepRelease,
-    require_deep_public,
-    to_numpy,
-    unflatten,
-)
+from vispriv.plugins.federated.deep.payloads import DeepRelease, require_deep_public, to_numpy, unflatten
+from vispriv.plugins.federated.deep.views import adversary_views
 
 if TYPE_CHECKING:  # torch is imported where it is used, so listing plugins stays light
     from vispriv.plugins.federated.deep.inversion import InversionSettings, Method, Reconstruction
@@ -78,21 +72,8 @@ class _DeepInversion(Attack):
         model = deep_public.model()
         work = deep_public.local_work()
         b = release.batch_size
-        jobs: list[tuple[np.ndarray, list[str], str]] = []
-        insider = False
-        if isinstance(release, DeepPlaintextUpdates):
-            jobs = [(release.updates[n], release.target_ids[n], f"u{n}") for n in range(release.n_users)]
-        elif isinstance(release, DeepPublishedAverage):
-            n_users = release.n_users
-            if release.observer is not None and release.own_update.size:
-                insider = True
-                others = [n for n in range(n_users) if n != release.observer]
-                vector = (n_users * release.average - release.own_update) / max(1, n_users - 1)
-                jobs = [(vector, [i for n in others for i in release.target_ids[n]], "others")]
-            else:
-                jobs = [(release.average, [i for ids in release.target_ids for i in ids], "all")]
-        else:
-            raise InputError(f"{self.name} cannot read a {type(release).__name__} release")
+        views, insider = adversary_views(release, self.name)
+        jobs = [(v.vector, v.ids, v.set_name) for v in views]
 
         from vispriv.plugins.federated.deep.inversion import invert
 

@@ -18,8 +18,10 @@ def vispriv_register_datasets(register):
 
     register(FaceFolders)
     from vispriv.plugins.federated.deep.dataset import DeepFederatedImages
+    from vispriv.plugins.federated.deep.imprint_dataset import ImprintedDeepFederatedImages
 
     register(DeepFederatedImages)
+    register(ImprintedDeepFederatedImages)
     from vispriv.plugins.federated.deep.captured import CapturedUpdateDataset
 
     register(CapturedUpdateDataset)
@@ -51,6 +53,9 @@ def vispriv_register_attacks(register):
 
     for cls in (Dlg, Idlg, InvertingGradients, PublicMeanImage):
         register(cls)
+    from vispriv.plugins.attacks.imprint import Imprint
+
+    register(Imprint)
 
 
 @hookimpl

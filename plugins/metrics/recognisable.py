@@ -46,3 +46,28 @@ class RecognisableShare(Metric):
             "recognisable_share": float(np.mean(values >= cfg.threshold_db)),
             "psnr_median": float(np.median(np.minimum(values, 100.0))),
         }
+
+
+class FaithfulConfig(PluginConfig):
+    threshold_db: float = Field(30.0, gt=0, description="PSNR (dB) from which a reconstruction counts as faithful")
+
+
+class FaithfulShare(Metric):
+    """Share of images reconstructed with PSNR >= threshold (default 30 dB): near-copies, beyond recognisable.
+
+    The stricter companion of ``recognisable`` for attacks that copy images out rather than
+    approximate them (the imprint attack, Fowl et al., ICLR 2022, recovers single images to
+    float precision); scored on the same assignment of unordered sets.
+    """
+
+    name = "faithful"
+    version = "1.0"
+    scenario = "any"
+    Config = FaithfulConfig
+    consumes = (Images,)
+    higher_is_better: ClassVar[dict[str, bool]] = {"faithful_share": True}
+
+    def score(self, truth: Images, estimate: Images, ctx: CellContext) -> dict[str, float]:
+        cfg: FaithfulConfig = self.config
+        values = np.array([float(row["psnr"]) for row in per_image_quality(truth, estimate, ("psnr",))])
+        return {"faithful_share": float(np.mean(values >= cfg.threshold_db))}

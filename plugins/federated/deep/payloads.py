@@ -109,6 +109,9 @@ class DeepFederatedPublic(Payload):
     #: A user's own model as a ``torch.export`` program (bytes of ``torch.export.save``); when
     #: set, ``arch``/``state`` are not used and the model is that program's module.
     exported: bytes = b""
+    #: A malicious server's imprint block in front of the model ({"bins": k, "statistic": ...},
+    #: :mod:`vispriv.plugins.federated.deep.imprint`); empty for an honest server. Its weights are in ``state``.
+    imprint: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.public_images = _images("DeepFederatedPublic.public_images", self.public_images)
@@ -130,8 +133,12 @@ class DeepFederatedPublic(Payload):
 
             module = torch.export.load(io.BytesIO(self.exported)).module()
             return Normalised(module, self.mean, self.std) if self.mean else module
-        c, h, _w = self.image_shape
-        net = build_model(self.arch, self.n_classes, c, h, self.width, 0, self.mean, self.std, self.cifar_stem)
+        c, h, w = self.image_shape
+        net: nn.Module = build_model(self.arch, self.n_classes, c, h, self.width, 0, self.mean, self.std, self.cifar_stem)
+        if self.imprint:
+            from vispriv.plugins.federated.deep.imprint import ImprintBlock, Imprinted
+
+            net = Imprinted(ImprintBlock(c * h * w, int(self.imprint["bins"])), net)
         net.load_state_dict({k: torch.tensor(np.array(v)) for k, v in self.state.items()})
         return net
 
