@@ -75,7 +75,7 @@ class InvertingGradientsConfig(DeepInversionConfig):
 class _DeepInversion(Attack):
     """Shared driver: turn the release into (update, images to find, ids, set) jobs and invert each."""
 
-    version = "1.0"
+    version = "1.1"  # 1.1: adaptive by default (``adapt``)
     scenario = "federated-learning"
     consumes = (DeepRelease,)
     produces = (Images, Labels)
