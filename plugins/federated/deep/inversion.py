@@ -153,6 +153,8 @@ def invert(
     params = {k: p.detach() for k, p in trainable(model).items()}
     if len(params) != len(target_update):
         raise ValueError(f"the update has {len(target_update)} tensors but the model has {len(params)} trainable parameters")
+    if knowledge.sent is not None and [m.shape for m in knowledge.sent] != [t.shape for t in target_update]:
+        raise ValueError("the sent-entry masks must have the update's shapes, one per trainable parameter")
     target = [t.detach().to(device=device, dtype=torch.float32) for t in target_update]
     labels: np.ndarray | None = None
     if settings.method != "dlg":
