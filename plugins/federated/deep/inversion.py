@@ -26,6 +26,11 @@ lowest loss seen is returned (never a later, worse one).
 ``device`` runs the search on an accelerator (the matrix's ``device``, e.g. ``cuda``): the
 random starts are drawn on the CPU from the same seed and moved, so a cell starts from the
 same images on any device (the optimisation's arithmetic, and so its last digits, differ).
+
+``knowledge`` makes any of the three adaptive
+(:mod:`~vispriv.plugins.federated.deep.adaptive`): the distance (L2 or cosine) is computed
+over the sent entries of a pruned update only, the label recovery reads only sent entries,
+and the simulated update is clipped per example as DP-SGD clips it.
 """
 
 from __future__ import annotations
@@ -41,8 +46,9 @@ import torch
 from torch import nn
 
 from vispriv.harness import torch_threads
+from vispriv.plugins.federated.deep.adaptive import DefenseKnowledge, simulate_known_update
 from vispriv.plugins.federated.deep.labels import recover_labels
-from vispriv.plugins.federated.deep.local import LocalWork, as_gradient, simulate_update, trainable
+from vispriv.plugins.federated.deep.local import LocalWork, as_gradient, trainable
 
 Method = Literal["dlg", "idlg", "inverting-gradients"]
 
@@ -80,13 +86,25 @@ class Reconstruction:
     stopped: str
 
 
-def l2_distance(simulated: list[torch.Tensor], target: list[torch.Tensor]) -> torch.Tensor:
-    """DLG eq. 4: sum over layers of ||∇W' - ∇W||²."""
-    return sum(((s - t) ** 2).sum() for s, t in zip(simulated, target))  # type: ignore[return-value]
+def l2_distance(
+    simulated: list[torch.Tensor], target: list[torch.Tensor], sent: list[torch.Tensor] | None = None
+) -> torch.Tensor:
+    """DLG eq. 4: sum over layers of ||∇W' - ∇W||², over the ``sent`` entries only when given
+    (the pruning-aware distance: an unsent entry of either update changes nothing)."""
+    if sent is None:
+        return sum(((s - t) ** 2).sum() for s, t in zip(simulated, target))  # type: ignore[return-value]
+    return sum((((s - t) ** 2) * m).sum() for s, t, m in zip(simulated, target, sent))  # type: ignore[return-value]
 
 
-def cosine_distance(simulated: list[torch.Tensor], target: list[torch.Tensor]) -> torch.Tensor:
-    """Inverting Gradients eq. 4: 1 - cosine similarity of the whole update vectors."""
+def cosine_distance(
+    simulated: list[torch.Tensor], target: list[torch.Tensor], sent: list[torch.Tensor] | None = None
+) -> torch.Tensor:
+    """Inverting Gradients eq. 4: 1 - cosine similarity of the whole update vectors, or of their
+    restrictions to the ``sent`` entries when given (both vectors masked before the dot product
+    and the norms)."""
+    if sent is not None:
+        simulated = [s * m for s, m in zip(simulated, sent)]
+        target = [t * m for t, m in zip(target, sent)]
     dot = sum((s * t).sum() for s, t in zip(simulated, target))
     norm_s = sum((s * s).sum() for s in simulated)
     norm_t = sum((t * t).sum() for t in target)
@@ -115,14 +133,17 @@ def invert(
     work: LocalWork | None = None,
     public_images: torch.Tensor | None = None,
     device: str = "cpu",
+    knowledge: DefenseKnowledge | None = None,
 ) -> Reconstruction:
     """Reconstruct ``n_images`` images of ``image_shape`` (C, H, W) from ``target_update``.
 
     ``target_update`` lists one tensor per trainable parameter of ``model``, in
     ``model.named_parameters()`` order: a FedSGD gradient or a FedAvg weight difference, as
     ``work`` says. ``public_images`` calibrate the label counts of batches (labels.py).
+    ``knowledge`` is what the attacker knows of the defense (default: nothing).
     """
     work = work or LocalWork()
+    knowledge = (knowledge or DefenseKnowledge()).to(device)
     if settings.steps < 1:
         raise ValueError(f"steps must be >= 1; got {settings.steps}")
     if device != "cpu":
@@ -132,11 +153,14 @@ def invert(
     params = {k: p.detach() for k, p in trainable(model).items()}
     if len(params) != len(target_update):
         raise ValueError(f"the update has {len(target_update)} tensors but the model has {len(params)} trainable parameters")
+    if knowledge.sent is not None and [m.shape for m in knowledge.sent] != [t.shape for t in target_update]:
+        raise ValueError("the sent-entry masks must have the update's shapes, one per trainable parameter")
     target = [t.detach().to(device=device, dtype=torch.float32) for t in target_update]
     labels: np.ndarray | None = None
     if settings.method != "dlg":
         grad_scale = dict(zip(params, as_gradient(target, work)))
-        labels = recover_labels(model, grad_scale, n_images, public_images)
+        sent = None if knowledge.sent is None else dict(zip(params, knowledge.sent))
+        labels = recover_labels(model, grad_scale, n_images, public_images, sent)
     generator = torch.Generator().manual_seed(int(seed) % (2**63))
     restarts = max(1, min(settings.restarts, settings.steps))
     per_restart = [settings.steps // restarts + (1 if r < settings.steps % restarts else 0) for r in range(restarts)]
@@ -155,7 +179,7 @@ def invert(
             # A restart's share of the budget; what a halted search leaves goes to a fresh start.
             share = min(budget, per_restart[r] if r < restarts else budget)
             run = _search(model, params, target, work, n_images, image_shape, n_classes, labels, settings,
-                          share, generator, remaining, device)
+                          share, generator, remaining, device, knowledge)
             budget -= run.steps
             evaluations += run.evaluations
             if best is None or run.loss < best.loss:
@@ -184,6 +208,7 @@ def _search(
     generator: torch.Generator,
     seconds: float | None,
     device: str = "cpu",
+    knowledge: DefenseKnowledge | None = None,
 ) -> Reconstruction:
     """One restart of the chosen method (starts drawn on the CPU, searched on ``device``)."""
     x = _initial((n_images, *image_shape), settings.init, generator).to(device).requires_grad_(True)
@@ -192,6 +217,7 @@ def _search(
     fixed_labels = torch.as_tensor(labels, dtype=torch.long, device=device) if labels is not None else None
     ig = settings.method == "inverting-gradients"
     distance = cosine_distance if ig else l2_distance
+    knowledge = knowledge or DefenseKnowledge()
     normaliser = getattr(model, "std", None)
     # TV on the normalised image, as the authors' code regularises the network's input.
     tv_scale = float(normaliser.mean()) if isinstance(normaliser, torch.Tensor) else 1.0
@@ -199,7 +225,8 @@ def _search(
 
     def objective() -> torch.Tensor:
         y = torch.softmax(z, dim=-1) if z is not None else fixed_labels
-        loss = distance(simulate_update(model, leaves, x, y, work, create_graph=True), target)
+        simulated = simulate_known_update(model, leaves, x, y, work, knowledge, create_graph=True)
+        loss = distance(simulated, target, knowledge.sent)
         if settings.tv > 0:
             loss = loss + settings.tv * total_variation(x) / tv_scale
         return loss

@@ -15,6 +15,15 @@ pooling of either). Hence:
   bias the row sums are used, scaled by the mean input mass sum_j h_ij of the public images.
   The real-valued counts are rounded to B labels by handing out one label at a time to the
   class with the largest remaining count (so the counts always sum to B).
+
+A pruned update (``sent``: which entries the user sent, see ``adaptive.py``) is read on its
+sent entries only. For B = 1 the true class's entries have the largest magnitude of the last
+layer (|p_y - 1| = sum of the other p_c, and h_j is shared by every row), so pruning by
+magnitude keeps them whenever it keeps any of that layer: a sent bias is read as above (an
+unsent class's bias counts as 0, below the threshold); with no bias entry sent, each weight row's
+sum over its sent entries is divided by the public input mass over the same entries,
+sum_j m_cj h̄_j (h̄ the public images' mean input); with nothing of the layer sent the counts
+fall back to the public prior B p̄.
 """
 
 from __future__ import annotations
@@ -37,8 +46,8 @@ def last_layer(params: dict[str, torch.Tensor]) -> tuple[str, str | None]:
     raise ValueError("the model has no 2-D (linear) parameter: labels cannot be read from its gradient")
 
 
-def _input_mass(model: nn.Module, images: torch.Tensor) -> torch.Tensor | None:
-    """Mean L1 mass of the last linear layer's input over ``images`` (None without an nn.Linear)."""
+def _input_mean(model: nn.Module, images: torch.Tensor) -> torch.Tensor | None:
+    """Mean of the last linear layer's input over ``images``, per feature (None without an nn.Linear)."""
     linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
     if not linears:
         return None
@@ -48,7 +57,7 @@ def _input_mass(model: nn.Module, images: torch.Tensor) -> torch.Tensor | None:
         model(images)
     finally:
         handle.remove()
-    return seen[0].sum(dim=1).mean()
+    return seen[0].mean(dim=0)
 
 
 def class_scores(
@@ -56,22 +65,33 @@ def class_scores(
     gradient: dict[str, torch.Tensor],
     batch_size: int,
     public_images: torch.Tensor | None,
+    sent: dict[str, torch.Tensor] | None = None,
 ) -> np.ndarray:
-    """Real-valued label counts n_c (see the module docstring) from the last layer's gradient."""
+    """Real-valued label counts n_c (see the module docstring) from the last layer's gradient,
+    read on its ``sent`` entries when given."""
     w_name, b_name = last_layer(gradient)
     grad_w = gradient[w_name]
     n_classes = grad_w.shape[0]
-    mass: torch.Tensor | None = None
+    h_bar: torch.Tensor | None = None
     if public_images is not None and len(public_images):
         with torch.no_grad():
             p_bar = torch.softmax(model(public_images), dim=-1).mean(dim=0)
-            mass = _input_mass(model, public_images)
+            h_bar = _input_mean(model, public_images)
     else:
         p_bar = torch.full((n_classes,), 1.0 / n_classes, device=grad_w.device)
-    if b_name is not None:
-        signal = gradient[b_name].detach()
+    bias_sent = b_name is not None and (sent is None or bool(sent[b_name].any()))
+    if bias_sent:
+        signal = gradient[str(b_name)].detach()
     else:
-        signal = grad_w.detach().sum(dim=1) / (mass.clamp_min(1e-12) if mass is not None else 1.0)
+        mask = torch.ones_like(grad_w) if sent is None else sent[w_name].to(grad_w.dtype)
+        if h_bar is None:  # no public images: the row sums as they are (rows with nothing sent read 0)
+            mass = mask.sum(dim=1).clamp(max=1.0)
+        else:
+            width = grad_w.shape[1]
+            features = h_bar if h_bar.shape[0] == width else torch.full((width,), float(h_bar.sum()) / width)
+            mass = (mask * features.to(grad_w.device)).sum(dim=1)
+        row_sums = (grad_w.detach() * mask).sum(dim=1)
+        signal = torch.where(mass > 0, row_sums / mass.clamp_min(1e-12), torch.zeros_like(row_sums))
     return (batch_size * (p_bar - signal)).double().cpu().numpy()
 
 
@@ -91,6 +111,8 @@ def recover_labels(
     gradient: dict[str, torch.Tensor],
     batch_size: int,
     public_images: torch.Tensor | None = None,
+    sent: dict[str, torch.Tensor] | None = None,
 ) -> np.ndarray:
-    """The batch's labels (sorted) read from ``gradient`` (gradient scale, see ``local.as_gradient``)."""
-    return counts_to_labels(class_scores(model, gradient, batch_size, public_images), batch_size)
+    """The batch's labels (sorted) read from ``gradient`` (gradient scale, see ``local.as_gradient``),
+    on its ``sent`` entries when given."""
+    return counts_to_labels(class_scores(model, gradient, batch_size, public_images, sent), batch_size)

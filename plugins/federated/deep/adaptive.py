@@ -1,0 +1,147 @@
+"""What an attacker who knows the defense matches (the adaptive attacks' knowledge).
+
+A defense is judged against an attacker who knows it ("On Evaluating Adversarial
+Robustness", Carlini et al., 2019; "On Adaptive Attacks to Adversarial Example Defenses",
+Tramèr et al., NeurIPS 2020; for gradient inversion "Evaluating Gradient Inversion Attacks
+and Defenses in Federated Learning", Huang et al., NeurIPS 2021, section 5, whose attacks
+know the defense's public settings). Every release carries the defense's public protocol;
+from it and from the update itself the attacker knows:
+
+* **Pruning** (``prune`` in the protocol, "Deep Leakage from Gradients", Zhu et al.,
+  NeurIPS 2019, section 5): which entries were sent. The aggregator receives every pruned
+  update and sees its zeros, so the entries the user sent are the nonzero ones (an entry that
+  was exactly zero before pruning is indistinguishable from a pruned one and is left out too,
+  losing nothing). The distance is computed over the sent entries only; matching the zeros
+  would fit the pruning, not the image.
+* **DP-SGD** (``max_grad_norm`` in the protocol, Abadi et al., CCS 2016, Algorithm 1): the
+  clipping norm C. The attacker simulates the user's update with the same per-example
+  clipping to C in every local step (for B = 1, FedSGD: the simulated gradient rescaled by
+  min(1, C / ||g||)); only the Gaussian noise, whose draw it does not know, remains between
+  its simulation and the update.
+
+Nothing private enters: no noise draw, no key. :func:`averaged_noise_std` is the analytic
+gain of an attacker who sees the same user's same clipped gradient in R rounds (the release
+holds round 0 only, so no attack here averages rounds; see its docstring).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from torch import nn
+from torch.func import functional_call
+
+from vispriv.plugins.federated.deep.local import LocalWork, apply_local_work, cross_entropy, simulate_update
+
+#: ``auto``: use what the release's protocol says about the defense; ``none``: match the whole
+#: update as received, as the papers' attacks do.
+Adapt = Literal["auto", "none"]
+
+
+@dataclass(frozen=True)
+class DefenseKnowledge:
+    """The public facts about the defense that one inversion uses.
+
+    ``sent``: one boolean tensor per parameter, True where the user's entry was sent (None:
+    every entry is matched); ``clip``: DP-SGD's per-example clipping norm C (None: no clipping
+    is simulated).
+    """
+
+    sent: list[torch.Tensor] | None = None
+    clip: float | None = None
+
+    @property
+    def adaptive(self) -> bool:
+        return self.sent is not None or self.clip is not None
+
+    def matched_share(self) -> float:
+        """The share of the update's entries the distance is computed over."""
+        if self.sent is None:
+            return 1.0
+        total = sum(m.numel() for m in self.sent)
+        return float(sum(int(m.sum()) for m in self.sent)) / max(1, total)
+
+    def to(self, device: str) -> DefenseKnowledge:
+        sent = None if self.sent is None else [m.to(device) for m in self.sent]
+        return DefenseKnowledge(sent, self.clip)
+
+
+def defense_knowledge(protocol: dict[str, Any], update: list[torch.Tensor], adapt: Adapt = "auto") -> DefenseKnowledge:
+    """What the attacker of ``update`` knows under ``protocol`` (nothing when ``adapt`` is "none").
+
+    A pruned update (``prune`` > 0) is matched on its nonzero entries; a DP-SGD update
+    (``max_grad_norm``) is simulated with per-example clipping to that C.
+    """
+    if adapt == "none":
+        return DefenseKnowledge()
+    sent = [u != 0 for u in update] if float(protocol.get("prune", 0.0) or 0.0) > 0 else None
+    clip = protocol.get("max_grad_norm")
+    return DefenseKnowledge(sent, None if clip is None else float(clip))
+
+
+def clipped_mean_gradient(
+    model: nn.Module,
+    params: dict[str, torch.Tensor],
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    clip: float,
+    create_graph: bool = False,
+) -> list[torch.Tensor]:
+    """Abadi et al. Algorithm 1 without the noise: (1/B) sum_i g_i min(1, C / ||g_i||).
+
+    The per-example gradients are taken one example at a time (B is small in an inversion) so
+    that the attacker can differentiate through them; each example runs its own forward pass,
+    as the defense's ``vmap`` does, so BatchNorm in batch mode sees the same one-image batches.
+    ``labels`` are integer (B,) or a distribution (B, C).
+    """
+    buffers = {k: b.clone() for k, b in model.named_buffers()}
+    names = list(params)
+    total: list[torch.Tensor] | None = None
+    for i in range(len(images)):
+        logits = functional_call(model, {**params, **buffers}, (images[i : i + 1],))
+        loss = cross_entropy(logits, labels[i : i + 1])
+        grads = torch.autograd.grad(loss, [params[k] for k in names], create_graph=create_graph)
+        norm = torch.sqrt(sum((g**2).sum() for g in grads))  # type: ignore[arg-type]
+        factor = (clip / (norm + 1e-12)).clamp(max=1.0)
+        scaled = [g * factor for g in grads]
+        total = scaled if total is None else [t + s for t, s in zip(total, scaled)]
+    assert total is not None
+    return [t / len(images) for t in total]
+
+
+def simulate_known_update(
+    model: nn.Module,
+    params: dict[str, torch.Tensor],
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    work: LocalWork,
+    knowledge: DefenseKnowledge,
+    create_graph: bool = False,
+) -> list[torch.Tensor]:
+    """The update the attacker expects from ``images``/``labels``: the plain one, or DP-SGD's
+    clipped one (clipping in every local step, as the defense does, without its noise)."""
+    if knowledge.clip is None:
+        return simulate_update(model, params, images, labels, work, create_graph=create_graph)
+    clip = knowledge.clip
+    return apply_local_work(
+        params, lambda current: clipped_mean_gradient(model, current, images, labels, clip, create_graph), work
+    )
+
+
+def averaged_noise_std(noise_multiplier: float, clip: float, batch_size: int, rounds: int = 1) -> float:
+    """Per-entry noise std left after averaging ``rounds`` DP-SGD releases of the same clipped mean gradient.
+
+    One FedSGD DP-SGD gradient carries N(0, (sigma C / B)^2) noise per entry (Algorithm 1 divides
+    the noisy sum by B). If the same user sends the gradient of the same batch at the same
+    weights in R rounds with independent draws, their mean has std sigma C / (B sqrt(R)): the
+    attacker facing R rounds faces sigma / sqrt(R). An upper bound on the gain: in a real run
+    the global weights move between rounds, so the R gradients differ and are not simply
+    averaged. The releases here hold round 0 only, so no attack averages rounds; this helper
+    states what the noise is worth against an attacker who could.
+    """
+    if rounds < 1 or batch_size < 1:
+        raise ValueError(f"rounds and batch_size must be >= 1; got {rounds}, {batch_size}")
+    return noise_multiplier * clip / (batch_size * math.sqrt(rounds))
