@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo lint test bench clean
+.PHONY: setup demo lint test test-all bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,8 +34,16 @@ lint: setup
 TEST_WORKERS ?= 4
 PARALLEL := $(if $(filter 0,$(TEST_WORKERS)),,-n auto --maxprocesses $(TEST_WORKERS))
 THREADS := $(if $(filter 0,$(TEST_WORKERS)),,OMP_NUM_THREADS=1)
+# `make test`: the default tier (every test not marked slow); `make test-all`: everything, the
+# long end-to-end runs (`@pytest.mark.slow`) included; CI runs test-all. Both print the 15
+# slowest tests.
+PYTEST := $(THREADS) $(BIN)/pytest -q --durations=15 $(PARALLEL)
+NO_TESTS := rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc
 test: lint
-	@$(THREADS) $(BIN)/pytest -q $(PARALLEL); rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc
+	@$(PYTEST) -m "not slow"; $(NO_TESTS)
+
+test-all: lint
+	@$(PYTEST); $(NO_TESTS)
 
 clean:
 	rm -rf $(VENV) .vispriv-cache mlflow.db mlflow.db.lock mlflow.db.claims mlartifacts reports
