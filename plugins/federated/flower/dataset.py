@@ -52,19 +52,23 @@ class FlowerCaptureConfig(PluginConfig):
 
     @model_validator(mode="after")
     def _capture_is_readable(self) -> FlowerCaptureConfig:
-        """A missing folder, a cut manifest, a missing round or a damaged file is one config error line."""
+        """A missing folder, a cut manifest, a missing round, a damaged file or a model that is not
+        the app's is one config error line, before any run exists."""
+        from vispriv.plugins.federated.flower.model_source import build_module, load_arrays
+
         try:
             manifest = read_manifest(self.capture)
             entry = _round(manifest, self.round, self.capture)
             root = Path(self.capture).expanduser()
-            read_arrays(root / entry.global_file, entry.global_sha256)
+            global_arrays = read_arrays(root / entry.global_file, entry.global_sha256)
             for reply in entry.replies:
                 if reply.file:
                     read_arrays(root / reply.file, reply.sha256)
             if entry.aggregate_file:
                 read_arrays(root / entry.aggregate_file, entry.aggregate_sha256)
+            load_arrays(build_module(self.model), global_arrays, self.model)
         except InputError as exc:
-            raise ConfigError(f"capture: {exc}") from None
+            raise ConfigError(f"flower-capture: {exc}") from None
         return self
 
 
