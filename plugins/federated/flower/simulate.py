@@ -13,13 +13,18 @@ from vispriv.plugins.federated.flower.extra import require_flwr
 
 
 def run_example_app(settings: object, cpus: int = 2) -> None:
-    """Simulate the example app with ``settings`` (an ``AppSettings``), one CPU per client actor."""
+    """Simulate the example app with ``settings`` (an ``AppSettings``), one CPU per client actor; privacy
+    ``secaggplus`` runs the legacy-API app of ``secagg_app.py``, the others the Message-API app."""
     require_flwr()
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
     from flwr.simulation import run_simulation
 
-    from vispriv.examples.flower.client_app import make_client_app
-    from vispriv.examples.flower.server_app import make_server_app
+    if settings.privacy == "secaggplus":
+        from vispriv.examples.flower.secagg_app import make_secagg_client_app as make_client_app
+        from vispriv.examples.flower.secagg_app import make_secagg_server_app as make_server_app
+    else:
+        from vispriv.examples.flower.client_app import make_client_app
+        from vispriv.examples.flower.server_app import make_server_app
 
     run_simulation(
         server_app=make_server_app(settings),
