@@ -125,3 +125,23 @@ def test_client_side_clipping_reaches_the_server_clipped_but_noiseless(tmp_path)
         sent = read_arrays(tmp_path / "capture" / reply.file)
         norm = np.sqrt(sum(float(np.sum((sent[k] - start[k]) ** 2)) for k in start))
         assert norm == pytest.approx(clip, rel=1e-3)  # clipped to the norm, no noise added on the client
+
+
+@pytest.mark.slow
+def test_secaggplus_capture_holds_only_the_aggregate(runs, tmp_path):
+    from vispriv.plugins.federated.flower.dataset import FlowerCaptureConfig, FlowerCaptureDataset
+    from vispriv.plugins.federated.flower.format import read_arrays, read_manifest
+
+    simulate(capture=str(tmp_path / "capture"), privacy="secaggplus")
+    manifest = read_manifest(tmp_path / "capture")
+    entry = manifest.rounds[1]
+    assert manifest.protocol == "secaggplus" and len(entry.replies) == 2
+    assert all(r.file == "" for r in entry.replies)  # no client's arrays: only the unmasked aggregate
+    assert sorted(p.name for p in (tmp_path / "capture" / "round-1").iterdir()) == ["aggregate.npz", "global.npz"]
+    plain = read_manifest(runs / "capture").rounds[1]
+    want = read_arrays(runs / "capture" / plain.aggregate_file)
+    got = read_arrays(tmp_path / "capture" / entry.aggregate_file)
+    for name in want:  # the plaintext FedAvg mean, up to SecAgg+'s quantisation
+        np.testing.assert_allclose(got[name], want[name], atol=1e-2)
+    scene = FlowerCaptureDataset(FlowerCaptureConfig(capture=str(tmp_path / "capture"), model=MODEL)).load(None)
+    assert scene.private.averaged and scene.private.updates.shape[0] == 1
