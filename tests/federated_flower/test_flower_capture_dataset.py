@@ -93,3 +93,15 @@ def test_dlg_recovers_a_captured_digit(tmp_path):
     dlg = next(m for k, m in metrics.items() if k.startswith("dlg"))
     baseline = metrics["public-mean-image"]
     assert dlg["images/psnr"] > baseline["images/psnr"] + 20, (dlg, baseline)
+
+
+def test_without_flower_the_example_stops_with_one_line_naming_the_extra(monkeypatch, capsys, tmp_path):
+    import importlib.util
+
+    from vispriv.plugins.federated.flower import run_example
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "flwr" else real(name, *a))
+    assert run_example.main(["--capture", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and "pip install 'vispriv[flower]'" in err[0]
