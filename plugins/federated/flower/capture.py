@@ -154,5 +154,11 @@ class CaptureStrategy(Strategy):
     def summary(self) -> None:
         self.strategy.summary()
 
+    def __getattr__(self, name: str) -> Any:
+        """Anything else (``privacy_spent()`` of a DP wrapper, ...) is the wrapped strategy's."""
+        if name == "strategy":
+            raise AttributeError(name)
+        return getattr(self.strategy, name)
+
     def __repr__(self) -> str:
         return f"CaptureStrategy({self.strategy!r}, folder={str(self.folder)!r})"
