@@ -28,7 +28,13 @@ from pydantic import Field, model_validator
 from vispriv.harness import CellContext, Dataset, PluginConfig, Scene
 from vispriv.harness.errors import ConfigError, InputError
 from vispriv.plugins.federated.deep.payloads import DeepFederatedPublic
-from vispriv.plugins.federated.flower.format import Manifest, read_arrays, read_manifest, truth_path
+from vispriv.plugins.federated.flower.format import (
+    CapturedRoundEntry,
+    Manifest,
+    read_arrays,
+    read_manifest,
+    truth_path,
+)
 from vispriv.plugins.federated.flower.payloads import CapturedRound
 
 log = logging.getLogger(__name__)
@@ -72,7 +78,7 @@ class FlowerCaptureConfig(PluginConfig):
         return self
 
 
-def _round(manifest: Manifest, server_round: int, folder: str):
+def _round(manifest: Manifest, server_round: int, folder: str) -> CapturedRoundEntry:
     if server_round not in manifest.rounds:
         have = ", ".join(map(str, sorted(manifest.rounds))) or "none"
         raise InputError(f"round {server_round} was not captured in {folder} (captured rounds: {have})")
