@@ -19,8 +19,11 @@ from vispriv.plugins.federated.deep.payloads import (
     CapturedUpdate,
     DeepFederatedData,
     DeepPlaintextUpdates,
+    DeepPublishedAverage,
     require_deep_public,
 )
+from vispriv.plugins.federated.flower.outcome import captured_round_protected
+from vispriv.plugins.federated.flower.payloads import CapturedRound
 from vispriv.plugins.federated.outcome import (
     accuracy_curve,
     base_utility,
@@ -39,22 +42,26 @@ class PlainFedAvg(Defense):
     version = "1.0"
     scenario = "federated-learning"
     Config = FederatedConfig
-    consumes = (FederatedData, DeepFederatedData, CapturedUpdate, ClusteringData)
-    produces = (PlaintextUpdates, DeepPlaintextUpdates, PlainCentroidUpdates)
+    consumes = (FederatedData, DeepFederatedData, CapturedUpdate, CapturedRound, ClusteringData)
+    produces = (PlaintextUpdates, DeepPlaintextUpdates, DeepPublishedAverage, PlainCentroidUpdates)
     releases = {
         FederatedData: (PlaintextUpdates,),
         ClusteringData: (PlainCentroidUpdates,),
         DeepFederatedData: (DeepPlaintextUpdates,),
         CapturedUpdate: (DeepPlaintextUpdates,),
+        # a Flower capture: every reply as sent, or (SecAgg+) only the unmasked average
+        CapturedRound: (DeepPlaintextUpdates, DeepPublishedAverage),
     }
 
-    def protect(self, private: FederatedData | DeepFederatedData | CapturedUpdate | ClusteringData, public: object,
-                ctx: CellContext) -> Protected:
+    def protect(self, private: FederatedData | DeepFederatedData | CapturedUpdate | CapturedRound | ClusteringData,
+                public: object, ctx: CellContext) -> Protected:
         cfg = self.config
         if isinstance(private, ClusteringData):
             return self._protect_clustering(private.data, require_public(public), ctx)
         if isinstance(private, CapturedUpdate):
             return captured_protected(private, require_deep_public(public))
+        if isinstance(private, CapturedRound):
+            return captured_round_protected(private, require_deep_public(public))
         if isinstance(private, DeepFederatedData):
             return deep_plaintext_protected(private, public, cfg.rounds, ctx)
         linear_public: FederatedPublic = require_public(public)

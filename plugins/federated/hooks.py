@@ -25,6 +25,9 @@ def vispriv_register_datasets(register):
     from vispriv.plugins.federated.deep.captured import CapturedUpdateDataset
 
     register(CapturedUpdateDataset)
+    from vispriv.plugins.federated.flower.dataset import FlowerCaptureDataset
+
+    register(FlowerCaptureDataset)
 
 
 @hookimpl

@@ -40,8 +40,9 @@ def placeholder_roots(path: Path) -> list[tuple[str, str]]:
 
 def placeholder_files(path: Path) -> list[tuple[str, str]]:
     """The placeholder files of a shipped example: ``(key, /path/to/...)`` of each ``features:``,
-    ``attributes:`` or ``partition:`` line (the deep-feature inputs)."""
-    return re.findall(r"^\s+(features|attributes|partition): (/path/to/\S+)", path.read_text(), re.MULTILINE)
+    ``attributes:`` or ``partition:`` line (the deep-feature inputs) and each ``capture:`` line (a Flower
+    capture folder, whose files are read when the config is built)."""
+    return re.findall(r"^\s+(features|attributes|partition|capture): (/path/to/\S+)", path.read_text(), re.MULTILINE)
 
 
 def free_port() -> int:

@@ -27,7 +27,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "datasets"))  # the native-layout writers
 from core_helpers import placeholder_files, placeholder_roots
-from dataset_layouts import write_celeba_layout, write_feature_file
+from dataset_layouts import write_celeba_layout, write_feature_file, write_flower_capture
 
 from vispriv.harness.config import load_config
 from vispriv.harness.matrix import build_matrix
@@ -48,6 +48,7 @@ FILE_FIXTURES: dict[str, Callable[[], dict[str, Path]]] = {
     "dphe_table4_sensitive_places": lambda: {"features": write_feature_file(Path("table4.npz"), attributes=1)},
     "dphe_table5_video_attributes": lambda: {"features": write_feature_file(Path("table5.npz"), attributes=12)},
     "dphe_table6_clustering": lambda: {"features": write_feature_file(Path("table6.npz"), classes=3)},
+    "attack": lambda: {"capture": write_flower_capture(Path("flower-capture"))},  # examples/flower/attack.yaml
 }
 
 

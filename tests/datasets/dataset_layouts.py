@@ -184,3 +184,36 @@ def write_celeba_layout(root: Path, n: int = 48, dim: int = 8, attributes: int =
     np.savez(root / "celeba.npz", features=_features_for(values, dim, rng), ids=np.array(ids))
     return {"features": root / "celeba.npz", "attributes": root / "list_attr_celeba.txt",
             "partition": root / "list_eval_partition.txt"}
+
+
+def write_flower_capture(folder: Path, clients: int = 2, lr: float = 0.1, seed: int = 0) -> Path:
+    """A Flower capture as CaptureStrategy writes it (format version 1), without Flower: round 1 of the
+    example app (examples/flower) with ``clients`` FedSGD clients of batch 1 -- each reply is the global
+    LeNet after one SGD step on one bundled digit -- and the clients' true batches kept."""
+    from vispriv.examples.flower.task import load_partition, make_net, train
+    from vispriv.plugins.federated.flower.format import (
+        CapturedRoundEntry,
+        Manifest,
+        Reply,
+        save_truth,
+        write_arrays,
+    )
+
+    net = make_net(seed)
+    state = {k: v.numpy().copy() for k, v in net.state_dict().items()}
+    names = list(state)
+    entry = CapturedRoundEntry(1, "round-1/global.npz", write_arrays(folder / "round-1/global.npz", names,
+                                                                      list(state.values())), {"lr": lr}, [])
+    for client in range(clients):
+        node = 1000 + client
+        x, y = load_partition(client, clients, 1)
+        local = make_net(seed)
+        train(local, x, y, epochs=1, lr=lr, batch_size=1)
+        rel = f"round-1/reply-{node}.npz"
+        digest = write_arrays(folder / rel, names, [v.detach().numpy() for v in local.state_dict().values()])
+        entry.replies.append(Reply(node, 1, rel, digest, {"num-examples": 1.0}))
+        save_truth(folder, 1, node, x.numpy(), y.numpy())
+    Manifest(protocol="plaintext", protocol_settings={}, strategy="FedAvg (written by the test fixture)",
+             flwr_version="", run_config={"local-epochs": 1, "lr": lr, "batch-size": 1}, array_names=names,
+             rounds={1: entry}).write(folder)
+    return folder

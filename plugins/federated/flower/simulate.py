@@ -1,0 +1,37 @@
+"""Run the example Flower app (examples/flower) in Flower's simulation engine, captured.
+
+``flwr.simulation.run_simulation`` runs the ServerApp and one ClientApp per simulated
+SuperNode on Ray actors, offline (Flower docs, "Run simulations":
+https://flower.ai/docs/framework/how-to-run-simulations.html).
+"""
+
+from __future__ import annotations
+
+import os
+
+from vispriv.plugins.federated.flower.extra import require_flwr
+
+
+def run_example_app(settings: object, cpus: int = 2) -> None:
+    """Simulate the example app with ``settings`` (an ``AppSettings``), one CPU per client actor; privacy
+    ``secaggplus`` runs the legacy-API app of ``secagg_app.py``, the others the Message-API app."""
+    require_flwr()
+    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
+    from flwr.simulation import run_simulation
+
+    if settings.privacy == "secaggplus":
+        from vispriv.examples.flower.secagg_app import make_secagg_client_app as make_client_app
+        from vispriv.examples.flower.secagg_app import make_secagg_server_app as make_server_app
+    else:
+        from vispriv.examples.flower.client_app import make_client_app
+        from vispriv.examples.flower.server_app import make_server_app
+
+    run_simulation(
+        server_app=make_server_app(settings),
+        client_app=make_client_app(settings),
+        num_supernodes=settings.num_clients,
+        backend_config={
+            "client_resources": {"num_cpus": 1, "num_gpus": 0.0},
+            "init_args": {"num_cpus": cpus, "include_dashboard": False},
+        },
+    )

@@ -1,0 +1,147 @@
+"""A real Flower federation (flwr's simulation engine, 2 clients, 1 round, batch 1), captured.
+
+Pins: the capture holds what the server saw (global arrays, both replies, num-examples, node ids,
+run config, protocol ``plaintext``); each captured reply, read by flower-capture, is the FedSGD
+gradient vispriv computes for that client's batch at the global weights; the wrapper does not
+change training (same final model with and without it). Slow tests pin what Flower's DP wrappers
+leave the server: server-side clipping receives the raw replies (the plaintext ones, bit for bit),
+client-side clipping receives updates of norm <= the clipping norm, noise or not.
+Skipped without the ``flower`` extra.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("flwr", reason="needs the vispriv[flower] extra")
+
+SIMULATE = """
+import json, sys
+from vispriv.examples.flower.task import AppSettings
+from vispriv.plugins.federated.flower.simulate import run_example_app
+run_example_app(AppSettings(**json.loads(sys.argv[1])))
+"""
+MODEL = "vispriv.examples.flower.task:make_net"
+
+
+def simulate(**settings) -> None:
+    done = subprocess.run([sys.executable, "-c", SIMULATE, json.dumps(settings)], capture_output=True, text=True,
+                          timeout=600, env={"OMP_NUM_THREADS": "1", **__import__("os").environ})
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def final_model(folder: Path) -> dict[str, np.ndarray]:
+    with np.load(folder / "final-model.npz", allow_pickle=False) as data:
+        return {k: data[k] for k in data.files}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("flower")
+    simulate(capture=str(root / "capture"), out=str(root / "with"))
+    simulate(capture="", out=str(root / "without"))
+    return root
+
+
+def test_the_capture_holds_what_the_server_saw(runs):
+    from vispriv.plugins.federated.flower.format import read_arrays, read_manifest
+
+    manifest = read_manifest(runs / "capture")
+    assert manifest.protocol == "plaintext" and list(manifest.rounds) == [1]
+    assert manifest.run_config == {"num-server-rounds": 1, "local-epochs": 1, "lr": 0.1, "batch-size": 1}
+    entry = manifest.rounds[1]
+    assert entry.train_config["server-round"] == 1 and entry.train_config["lr"] == 0.1
+    assert len(entry.replies) == 2 and {r.num_examples for r in entry.replies} == {1}
+    assert len({r.node_id for r in entry.replies}) == 2
+    global_arrays = read_arrays(runs / "capture" / entry.global_file, entry.global_sha256)
+    assert list(global_arrays) == manifest.array_names
+    aggregate = read_arrays(runs / "capture" / entry.aggregate_file, entry.aggregate_sha256)
+    replies = [read_arrays(runs / "capture" / r.file, r.sha256) for r in entry.replies]
+    for name in manifest.array_names:  # FedAvg of two clients with one example each
+        np.testing.assert_allclose(aggregate[name], (replies[0][name] + replies[1][name]) / 2, atol=1e-7)
+
+
+def test_each_captured_reply_is_the_gradient_vispriv_computes(runs):
+    from vispriv.examples.flower.task import make_net
+    from vispriv.plugins.federated.deep.local import LocalWork, client_update
+    from vispriv.plugins.federated.deep.payloads import flatten, to_tensor
+    from vispriv.plugins.federated.flower.dataset import FlowerCaptureConfig, FlowerCaptureDataset
+
+    scene = FlowerCaptureDataset(FlowerCaptureConfig(capture=str(runs / "capture"), model=MODEL)).load(None)
+    private = scene.private
+    assert scene.public.work["mode"] == "fedsgd" and private.updates.shape[0] == 2
+    for n in range(2):
+        x = to_tensor(private.images[n : n + 1])
+        y = torch.as_tensor(private.labels[n : n + 1])
+        gradient = flatten(client_update(make_net(), x, y, LocalWork("fedsgd")))
+        np.testing.assert_allclose(private.updates[n], gradient, atol=2e-5, rtol=1e-4)
+
+
+def test_capturing_does_not_change_training(runs):
+    with_capture, without = final_model(runs / "with"), final_model(runs / "without")
+    assert list(with_capture) == list(without)
+    for name in without:
+        np.testing.assert_allclose(with_capture[name], without[name], rtol=0, atol=1e-7)
+
+
+@pytest.mark.slow
+def test_server_side_dp_receives_the_raw_replies(runs, tmp_path):
+    from vispriv.plugins.federated.flower.format import read_arrays, read_manifest
+
+    simulate(capture=str(tmp_path / "capture"), out=str(tmp_path / "out"), privacy="server-dp-fixed-clipping",
+             noise_multiplier=1.0, clipping_norm=0.1)
+    dp, plain = read_manifest(tmp_path / "capture"), read_manifest(runs / "capture")
+    assert dp.protocol == "server-dp-fixed-clipping" and dp.protocol_settings["noise_multiplier"] == 1.0
+
+    def replies(folder: Path, manifest) -> list[dict[str, np.ndarray]]:
+        entry = manifest.rounds[1]
+        return sorted((read_arrays(folder / r.file) for r in entry.replies), key=lambda a: float(a["fc.bias"][0]))
+
+    for got, want in zip(replies(tmp_path / "capture", dp), replies(runs / "capture", plain)):
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name])
+    assert not np.allclose(final_model(tmp_path / "out")["fc.bias"], final_model(runs / "with")["fc.bias"])
+
+
+@pytest.mark.slow
+def test_client_side_clipping_reaches_the_server_clipped_but_noiseless(tmp_path):
+    from vispriv.plugins.federated.flower.format import read_arrays, read_manifest
+
+    clip = 0.05
+    simulate(capture=str(tmp_path / "capture"), privacy="client-dp-fixed-clipping", noise_multiplier=4.0,
+             clipping_norm=clip)
+    manifest = read_manifest(tmp_path / "capture")
+    assert manifest.protocol == "client-dp-fixed-clipping"
+    entry = manifest.rounds[1]
+    start = read_arrays(tmp_path / "capture" / entry.global_file)
+    for reply in entry.replies:
+        sent = read_arrays(tmp_path / "capture" / reply.file)
+        norm = np.sqrt(sum(float(np.sum((sent[k] - start[k]) ** 2)) for k in start))
+        assert norm == pytest.approx(clip, rel=1e-3)  # clipped to the norm, no noise added on the client
+
+
+@pytest.mark.slow
+def test_secaggplus_capture_holds_only_the_aggregate(runs, tmp_path):
+    from vispriv.plugins.federated.flower.dataset import FlowerCaptureConfig, FlowerCaptureDataset
+    from vispriv.plugins.federated.flower.format import read_arrays, read_manifest
+
+    simulate(capture=str(tmp_path / "capture"), privacy="secaggplus")
+    manifest = read_manifest(tmp_path / "capture")
+    entry = manifest.rounds[1]
+    assert manifest.protocol == "secaggplus" and len(entry.replies) == 2
+    assert all(r.file == "" for r in entry.replies)  # no client's arrays: only the unmasked aggregate
+    assert sorted(p.name for p in (tmp_path / "capture" / "round-1").iterdir()) == ["aggregate.npz", "global.npz"]
+    plain = read_manifest(runs / "capture").rounds[1]
+    want = read_arrays(runs / "capture" / plain.aggregate_file)
+    got = read_arrays(tmp_path / "capture" / entry.aggregate_file)
+    for name in want:  # the plaintext FedAvg mean, up to SecAgg+'s quantisation
+        np.testing.assert_allclose(got[name], want[name], atol=1e-2)
+    scene = FlowerCaptureDataset(FlowerCaptureConfig(capture=str(tmp_path / "capture"), model=MODEL)).load(None)
+    assert scene.private.averaged and scene.private.updates.shape[0] == 1
