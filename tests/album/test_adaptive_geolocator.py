@@ -170,3 +170,24 @@ def test_album_world_hands_the_adversary_its_own_half(tmp_path):
     own = training_halves(80, 0)[1]  # the half the adversary's classifier was trained on
     np.testing.assert_array_equal(models.adversary_photos, x[own])
     np.testing.assert_array_equal(models.adversary_places, y[own])
+
+
+def test_protected_k_gives_standard_errors_and_per_album_hits(tmp_path):
+    import csv
+
+    from vispriv.harness import Labels, Rankings
+    from vispriv.plugins.metrics.album import ProtectedK
+
+    ctx = CellContext(seed=0, artifact_dir=tmp_path, quiet=True)
+    scores = np.tile(-np.arange(10, dtype=float), (3, 1))  # place j has base rank j
+    truth = Labels(np.array([0, 2, 7]), ids=["a", "b", "c"])
+    out = ProtectedK().score(truth, Rankings(scores, ids=["a", "b", "c"]), ctx)
+    assert out["protected_k"] == 3.0
+    assert out["protected_k_se"] == pytest.approx(np.sqrt(13.0 / 3.0))
+    assert out["top1_accuracy_se"] == pytest.approx(1 / 3) and out["top5_accuracy_se"] == pytest.approx(1 / 3)
+    rows = list(csv.DictReader((tmp_path / "protected_k_per_image.csv").read_text().splitlines()))
+    assert [(r["id"], r["protected_k"], r["top1_accuracy"], r["top5_accuracy"]) for r in rows] == [
+        ("a", "0", "1", "1"),
+        ("b", "2", "0", "1"),
+        ("c", "7", "0", "0"),
+    ]
