@@ -14,10 +14,13 @@ it was pushed down no further than necessary), so the attacker re-orders each re
 album's ranking by how often the truth sat at each rank in its own pruned albums (most
 frequent rank first, ties and unseen ranks in the original order). With the truth's rank
 independent of which place it is, this is the Bayes decision for the place given its
-rank: P(place j | release) is proportional to the frequency of rank(j). Which base model
-to rank with, and whether the re-ranking helps at all, is decided on held-out albums of
-the attacker's own (:func:`choose`), so the adaptive attacker never settles for less than
-the plain order there. A per-photo refit on the photos pruning kept can be one of the
+rank: P(place j | release) is proportional to the frequency of rank(j). Against a
+black-box defense the rank is taken with the defense's margin (:func:`margin_ranks`: the
+places beating c by theta per kept photo under the defender's proxy, the protected-k the
+defense would see were c the truth). Which base model and margin to rank with, and
+whether the re-ranking helps at all, is decided on held-out albums of the attacker's own
+(:func:`choose`), so the adaptive attacker never settles for less than the plain order
+there. A per-photo refit on the photos pruning kept can be one of the
 base models (the attack's ``model: refit``).
 
 Album sizes: the release shows only kept sizes; unless ``album_size`` is set, the training
@@ -101,13 +104,26 @@ def matched_sizes(
     return np.maximum(np.round(rng.choice(kept_sizes, size=n) / q), 2).astype(np.int64), q
 
 
-def truth_ranks(pruned: Pruned, photos: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
-    """Per album, the number of places whose summed score (eq. 1) beats the truth's (empty albums: -1)."""
+def margin_ranks(summed: np.ndarray, n_kept: int, margin: float) -> np.ndarray:
+    """For every place c, the places j != c with ``summed[j] >= summed[c] + margin * n_kept``.
+
+    With ``margin`` 0 this is the place's rank (ties aside); with the defense's ``theta``
+    and its scoring model it is the protected-k the defense would see were c the true
+    place (eq. 8: theta is added to the true place's score in every kept photo).
+    """
+    ascending = np.sort(summed)
+    shift = margin * n_kept
+    above = len(summed) - np.searchsorted(ascending, summed + shift, side="left")
+    return above - (1 if shift <= 0 else 0)
+
+
+def truth_ranks(pruned: Pruned, photos: np.ndarray, weight: np.ndarray, bias: np.ndarray, margin: float = 0.0) -> np.ndarray:
+    """Per album, the truth's :func:`margin_ranks` under the summed scores (eq. 1) of its kept photos (empty albums: -1)."""
     ranks = np.full(len(pruned.kept), -1, dtype=np.int64)
     for a, (idx, t) in enumerate(zip(pruned.kept, pruned.places)):
         if len(idx):
             s = linear_log_probs(photos[idx], weight, bias).sum(axis=0)
-            ranks[a] = int(np.sum(s > s[t]))
+            ranks[a] = int(margin_ranks(s, len(idx), margin)[t])
     return ranks
 
 
@@ -117,14 +133,21 @@ def rank_order(ranks: np.ndarray, n_places: int) -> np.ndarray:
     return np.lexsort((np.arange(n_places), -counts))
 
 
-def rerank(scores: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """Scores (higher is better) placing the place at base rank ``order[0]`` first, ``order[1]`` next, ..."""
-    n = len(scores)
-    position = np.empty(n, dtype=np.int64)
-    position[np.argsort(-scores, kind="stable")] = np.arange(n)
+def rerank(summed: np.ndarray, order: np.ndarray, n_kept: int = 0, margin: float = 0.0) -> np.ndarray:
+    """Scores (higher is better) ranking places by the preference ``order`` gives their margin rank.
+
+    The place whose :func:`margin_ranks` value is ``order[0]`` comes first, then ``order[1]``,
+    ...; places sharing a value keep the order of ``summed``. With ``margin`` 0 every place
+    has its own value: the place at base rank ``order[0]`` comes first.
+    """
+    n = len(summed)
     preference = np.empty(n, dtype=np.int64)
     preference[order] = np.arange(n)
-    return (n - preference[position]).astype(np.float64)
+    feature = preference[np.clip(margin_ranks(summed, n_kept, margin), 0, n - 1)]
+    ranked = np.lexsort((-summed, feature))
+    out = np.empty(n, dtype=np.float64)
+    out[ranked] = n - np.arange(n)
+    return out
 
 
 def hit_rate(order: np.ndarray, ranks: np.ndarray, ks: tuple[int, ...] = (1, 5)) -> float:
@@ -139,22 +162,26 @@ def hit_rate(order: np.ndarray, ranks: np.ndarray, ks: tuple[int, ...] = (1, 5))
 
 @dataclass
 class Choice:
-    """The base model and rank order the attacker settles on, with its own validation score."""
+    """The base model, margin and rank order the attacker settles on, with its own validation score."""
 
     name: str
+    margin: float
     order: np.ndarray
     learned: bool
     validation: float
 
 
-def choose(candidates: dict[str, tuple[np.ndarray, np.ndarray]], pruned: Pruned, photos: np.ndarray, n_places: int) -> Choice:
-    """Pick the base model and whether to re-rank, by the attacker's own held-out pruned albums.
+def choose(
+    candidates: dict[str, tuple[np.ndarray, np.ndarray]], pruned: Pruned, photos: np.ndarray, n_places: int, margins: tuple[float, ...] = (0.0,)
+) -> Choice:
+    """Pick the base model, the margin and whether to re-rank, by the attacker's own held-out pruned albums.
 
-    Each candidate model's truth ranks are counted on the first half of ``pruned`` and the
-    learned order is scored (:func:`hit_rate`) on the second half against the model's own
-    order; the best pair wins (ties: the earlier candidate, the plain order first, so an
-    adaptation that does not help on the attacker's own albums is not used). The winner's
-    order is then re-learned on all of ``pruned``.
+    For each candidate model and margin (0, and the defense's theta), the truth's margin
+    ranks are counted on the first half of ``pruned`` and the learned order is scored
+    (:func:`hit_rate`) on the second half against the model's own plain order; the best
+    wins (ties: the earlier candidate, the plain order first, so an adaptation that does
+    not help on the attacker's own albums is not used). The winner's order is then
+    re-learned on all of ``pruned``.
     """
     half = len(pruned.kept) // 2
     first = Pruned(pruned.kept[:half], pruned.places[:half], pruned.kept_fraction)
@@ -162,14 +189,16 @@ def choose(candidates: dict[str, tuple[np.ndarray, np.ndarray]], pruned: Pruned,
     identity = np.arange(n_places)
     best: Choice | None = None
     for name, (weight, bias) in candidates.items():
-        learned_order = rank_order(truth_ranks(first, photos, weight, bias), n_places)
-        held_out = truth_ranks(second, photos, weight, bias)
-        for order, learned in ((identity, False), (learned_order, True)):
-            score = hit_rate(order, held_out)
-            if best is None or score > best.validation:
-                best = Choice(name, order, learned, score)
+        plain = hit_rate(identity, truth_ranks(second, photos, weight, bias))
+        if best is None or plain > best.validation:
+            best = Choice(name, 0.0, identity, False, plain)
+        for margin in margins:
+            learned_order = rank_order(truth_ranks(first, photos, weight, bias, margin), n_places)
+            score = hit_rate(learned_order, truth_ranks(second, photos, weight, bias, margin))
+            if score > best.validation:
+                best = Choice(name, margin, learned_order, True, score)
     assert best is not None
     if best.learned:
         weight, bias = candidates[best.name]
-        best.order = rank_order(truth_ranks(pruned, photos, weight, bias), n_places)
+        best.order = rank_order(truth_ranks(pruned, photos, weight, bias, best.margin), n_places)
     return best

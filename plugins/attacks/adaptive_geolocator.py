@@ -102,7 +102,8 @@ class AdaptiveGeolocator(Attack):
             albums = adaptive.draw_albums(models.adversary_places, own_sizes, models.n_places, rng)
             pruned = adaptive.prune_albums(albums, models, protocol, cfg.solve_time_limit)
             candidates, evaluated = self._candidates(models, pruned, ctx)
-            choice = adaptive.choose(candidates, evaluated, models.adversary_photos, models.n_places)
+            margins = tuple(sorted({0.0, float(protocol["theta"])}))
+            choice = adaptive.choose(candidates, evaluated, models.adversary_photos, models.n_places, margins)
             weight, bias = candidates[choice.name]
             return {
                 "order": choice.order,
@@ -110,6 +111,7 @@ class AdaptiveGeolocator(Attack):
                 "bias": np.asarray(bias, np.float32),
                 "model": np.array([MODELS.index(choice.name)]),
                 "learned": np.array([choice.learned]),
+                "margin": np.array([choice.margin]),
                 "validation": np.array([choice.validation]),
                 "kept_fraction": np.array([pruned.kept_fraction]),
                 "size_factor": np.array([q]),
@@ -137,6 +139,7 @@ class AdaptiveGeolocator(Attack):
         if adapt:
             learned = self.learn(release, public, ctx)
             weight, bias, order = learned["weight"], learned["bias"], learned["order"]
+            margin = float(learned["margin"][0])
             metrics.update(
                 own_kept_fraction=float(learned["kept_fraction"][0]),
                 own_size_factor=float(learned["size_factor"][0]),
@@ -144,11 +147,12 @@ class AdaptiveGeolocator(Attack):
                 own_validation=float(learned["validation"][0]),
                 base_model=float(learned["model"][0]),
                 reranked=float(learned["learned"][0]),
+                margin=margin,
             )
         else:
             weight = public.proxy_weight if which == "proxy" else public.adversary_weight
             bias = public.proxy_bias if which == "proxy" else public.adversary_bias
-            order = None
+            order, margin = None, 0.0
         rng = ctx.rng("empty-album-guess")
         scores = np.zeros((len(release), public.n_places))
         photo = linear_log_probs(release.features, weight, bias) if len(release.features) else None
@@ -158,6 +162,6 @@ class AdaptiveGeolocator(Attack):
                 scores[a] = rng.permutation(public.n_places)
                 continue
             summed = photo[release.offsets[a] : release.offsets[a + 1]].sum(axis=0)
-            scores[a] = summed if order is None else adaptive.rerank(summed, order)
+            scores[a] = summed if order is None else adaptive.rerank(summed, order, int(sizes[a]), margin)
         metrics.update(photos_per_album=float(sizes.mean()) if len(sizes) else 0.0, empty_albums=float(np.mean(sizes == 0)))
         return AttackResult(estimate={"place": Rankings(scores, ids=list(release.ids))}, metrics=metrics)

@@ -78,6 +78,12 @@ def test_rank_recalibration_by_hand():
     np.testing.assert_array_equal(adaptive.rerank(scores, order), [4.0, 3.0, 2.0, 5.0, 1.0])  # place 3 (base rank 2) first
     np.testing.assert_array_equal(adaptive.rerank(scores, np.arange(5)), [2.0, 5.0, 4.0, 3.0, 1.0])  # identity keeps the order
     assert adaptive.hit_rate(order, np.array([2, 3, 1]), ks=(1, 2)) == pytest.approx(1 / 3 + 2 / 3)
+    # with the defense's margin theta: places beating c by theta per kept photo (2 photos, theta 0.6)
+    summed = np.array([0.0, -1.0, -3.0])
+    np.testing.assert_array_equal(adaptive.margin_ranks(summed, 2, 0.6), [0, 0, 2])
+    np.testing.assert_array_equal(adaptive.margin_ranks(summed, 2, 0.0), [0, 1, 2])
+    # preferring margin rank 2 puts place 2 first; places 0 and 1 share margin rank 0 and keep their order
+    np.testing.assert_array_equal(adaptive.rerank(summed, np.array([2, 0, 1]), 2, 0.6), [2.0, 1.0, 3.0])
 
 
 @pytest.mark.parametrize("k", [1, 3])
@@ -191,3 +197,14 @@ def test_protected_k_gives_standard_errors_and_per_album_hits(tmp_path):
         ("b", "2", "0", "1"),
         ("c", "7", "0", "0"),
     ]
+
+
+def test_black_box_margin_is_learned_from_the_protocol(world, ctx):
+    albums, models = world
+    protected = AlbumPruning(AlbumPruning.Config(mode="milp-topk", k=2, theta=0.6)).protect(albums, models, ctx)
+    plain = _accuracy(protected, ProxyGeolocator().attack(protected.release, models, ctx), ctx)
+    result = _attack(None, protected, models, ctx)
+    adapted = _accuracy(protected, result, ctx)
+    # it ranks with the defender's public proxy and theta: the truth is the place beaten by exactly k places by theta per photo
+    assert (result.metrics["base_model"], result.metrics["margin"], result.metrics["first_base_rank"]) == (1.0, 0.6, 3.0)
+    assert plain["top1_accuracy"] == 0.0 and adapted["top1_accuracy"] >= 0.5
