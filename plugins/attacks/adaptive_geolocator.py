@@ -29,6 +29,7 @@ attack's settings and seed.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal
 
 import numpy as np
@@ -38,9 +39,12 @@ from vispriv.harness import Attack, AttackResult, CellContext, PluginConfig, Ran
 from vispriv.harness.errors import InputError
 from vispriv.harness.hashing import fingerprint
 from vispriv.plugins.album import adaptive
+from vispriv.plugins.album.data import training_halves
 from vispriv.plugins.album.payloads import GeoModels, KeptAlbums, linear_log_probs
 from vispriv.plugins.album.protocol import deletes
 
+#: Seed of the split of the attacker's photos and of its held-out classifier.
+HELD_OUT_SEED = 0
 #: Base models in the order ``base_model`` (an attack metric) numbers them.
 MODELS = ("adversary", "proxy", "refit")
 
@@ -54,7 +58,8 @@ class AdaptiveGeolocator(Attack):
         n_train_albums: int = Field(128, ge=4, description="albums the attacker builds and prunes")
         album_size: int | None = Field(None, ge=2, description="size of its albums; default: matched to the release")
         solve_time_limit: float = Field(1.0, gt=0, description="cap on the MILP seconds per own album")
-        epochs: int = Field(8, ge=1, description="epochs of the refit classifier")
+        held_out: bool = Field(True, description="simulate with a classifier that never saw the album photos (cross-fit)")
+        epochs: int = Field(8, ge=1, description="epochs of the held-out and refit classifiers")
 
     name = "adaptive-geolocator"
     version = "1.0"
@@ -86,9 +91,42 @@ class AdaptiveGeolocator(Attack):
         rest = adaptive.Pruned(pruned.kept[half:], pruned.places[half:], pruned.kept_fraction)
         return {"refit": refit}, rest
 
+    def simulation(self, models: GeoModels, ctx: CellContext) -> GeoModels:
+        """The models and photos the attacker simulates the defense with.
+
+        Its own classifier was trained on all of its photos, so on them it is more sure of
+        the truth than on a user's album, and what it learns would not transfer. With
+        ``held_out`` (default) it re-trains that classifier (the project's Lightning
+        classifier, cached) on half of its photos and builds its albums from the other
+        half, which the re-trained classifier never saw: it stands in for the adversary's
+        model, in the defense's scores (``scores_from: adversary``) as in the ranks.
+        """
+        if not self.config.held_out:
+            return models
+        from vispriv.plugins.album.classifier import train_classifier
+
+        train, albums = training_halves(len(models.adversary_photos), HELD_OUT_SEED)
+        x, y = models.adversary_photos, models.adversary_places
+
+        def compute() -> dict[str, np.ndarray]:
+            w, b = train_classifier(x[train], y[train], models.n_places, HELD_OUT_SEED, epochs=self.config.epochs)
+            return {"weight": w, "bias": b}
+
+        key = (self.name, self.version, fingerprint(x, y), models.n_places, self.config.epochs, HELD_OUT_SEED)
+        held = ctx.cache.arrays("album-adaptive-held-out", key, compute)
+        return replace(
+            models, adversary_weight=held["weight"], adversary_bias=held["bias"], adversary_photos=x[albums], adversary_places=y[albums]
+        )
+
     def learn(self, release: KeptAlbums, models: GeoModels, ctx: CellContext) -> dict[str, np.ndarray]:
-        """The learned rank order and base classifier for this release's protocol (cached)."""
+        """The learned rank order and base model for this release's protocol (cached).
+
+        The rank order is learned in :meth:`simulation`; at attack time the base model
+        ``adversary`` is the attacker's full classifier (``weight``/``bias`` returned here).
+        """
         cfg, protocol = self.config, release.protocol
+        full = models
+        models = self.simulation(models, ctx)
         sizes = np.diff(release.offsets)
         kept_sizes = sizes[sizes > 0] if np.any(sizes > 0) else np.array([2])
 
@@ -105,6 +143,8 @@ class AdaptiveGeolocator(Attack):
             margins = tuple(sorted({0.0, float(protocol["theta"])}))
             choice = adaptive.choose(candidates, evaluated, models.adversary_photos, models.n_places, margins)
             weight, bias = candidates[choice.name]
+            if choice.name == "adversary":
+                weight, bias = full.adversary_weight, full.adversary_bias
             return {
                 "order": choice.order,
                 "weight": np.asarray(weight, np.float32),
@@ -122,7 +162,7 @@ class AdaptiveGeolocator(Attack):
             self.version,
             cfg.model_dump(),
             protocol,
-            fingerprint(models.adversary_weight, models.proxy_weight, models.adversary_photos),
+            fingerprint(full.adversary_weight, full.proxy_weight, full.adversary_photos),
             fingerprint(kept_sizes),
             ctx.seed,
         )

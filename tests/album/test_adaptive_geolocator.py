@@ -1,7 +1,9 @@
 """adaptive-geolocator: an attacker that knows the pruning protocol beats the paper's one.
 
 A hand-built world (12 places, the identity as linear classifier, no training) keeps
-these tests fast and their outcomes fixed; one test goes through ``album-world``.
+these tests fast and their outcomes fixed; one test goes through ``album-world``. Its
+classifier never saw the attacker's photos, so the attacks here run with
+``held_out: false`` (no re-trained stand-in); one test checks the held-out split itself.
 """
 
 import numpy as np
@@ -55,7 +57,7 @@ def _accuracy(protected, result, ctx) -> dict[str, float]:
 
 
 def _attack(cfg: dict | None, protected, models, ctx):
-    attack = AdaptiveGeolocator(AdaptiveGeolocator.Config(**(cfg or {})))
+    attack = AdaptiveGeolocator(AdaptiveGeolocator.Config(**{"held_out": False, **(cfg or {})}))
     return attack.attack(protected.release, models, ctx)
 
 
@@ -109,7 +111,7 @@ def test_attacker_that_ignores_the_settings_is_the_paper_attacker(world, ctx):
     assert ignoring.metrics["adapted"] == 0.0
     # trained against the wrong k (1 instead of 3), it learns the wrong rank and loses its edge
     wrong = KeptAlbums(protected.release.features, protected.release.offsets, protected.release.ids, {**protected.release.protocol, "k": 1})
-    misled = AdaptiveGeolocator(AdaptiveGeolocator.Config(model="adversary")).attack(wrong, models, ctx)
+    misled = AdaptiveGeolocator(AdaptiveGeolocator.Config(model="adversary", held_out=False)).attack(wrong, models, ctx)
     right = _attack({"model": "adversary"}, protected, models, ctx)
     assert misled.metrics["first_base_rank"] == 2 and right.metrics["first_base_rank"] == 4
     assert _accuracy(protected, misled, ctx)["top1_accuracy"] < _accuracy(protected, right, ctx)["top1_accuracy"]
@@ -145,6 +147,30 @@ def test_choice_keeps_the_plain_order_where_re_ranking_cannot_help(world):
     assert (choice.name, choice.learned) == ("adversary", False)  # ties go to the paper's attacker
     np.testing.assert_array_equal(choice.order, np.arange(M))
     assert choice.validation == pytest.approx(2.0)  # R-16 of this world: every truth is first on held-out albums
+
+
+def test_held_out_stand_in_never_saw_the_album_photos(world, ctx, monkeypatch):
+    from vispriv.plugins.album import classifier
+
+    _, models = world
+    seen = {}
+    real = classifier.train_classifier
+
+    def spy(features, places, n_places, seed, epochs=5, **kw):
+        seen["features"] = features.copy()
+        return real(features, places, n_places, seed, epochs=epochs, **kw)
+
+    monkeypatch.setattr(classifier, "train_classifier", spy)
+    attack = AdaptiveGeolocator(AdaptiveGeolocator.Config(epochs=1))
+    sim = attack.simulation(models, ctx)
+    assert len(seen["features"]) == len(sim.adversary_photos) == len(models.adversary_photos) // 2
+    trained = {row.tobytes() for row in seen["features"]}
+    assert not any(row.tobytes() in trained for row in sim.adversary_photos)  # albums come from the other half
+    assert not np.array_equal(sim.adversary_weight, models.adversary_weight)
+    np.testing.assert_array_equal(sim.proxy_weight, models.proxy_weight)
+    again = attack.simulation(models, ctx)  # cached: not trained twice
+    np.testing.assert_array_equal(again.adversary_weight, sim.adversary_weight)
+    assert ctx.cache.hits >= 1
 
 
 def test_refit_trains_the_lightning_classifier_on_kept_photos(world, ctx, monkeypatch):
