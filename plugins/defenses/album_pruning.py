@@ -13,6 +13,10 @@ User preference (section 2): photos flagged in ``Albums.keep``, and with
 2), are never deleted. An album that cannot be protected under them is released whole
 and counted in ``infeasible_share``.
 
+The release carries the defense's public settings (``KeptAlbums.protocol``,
+:mod:`vispriv.plugins.album.protocol`): an attacker who knows the defense knows them
+(``adaptive-geolocator``); the masks and scores stay with the defense.
+
 Every cell logs the kept mask of each album (:data:`~vispriv.harness.artifacts.KEPT_MASKS`:
 album id, photo position, kept 0/1): the deletion sets that Table 4 of the paper compares
 between two deletion budgets (``vispriv report --budget-deletions``).
