@@ -37,11 +37,16 @@ def collection_size(kind: str) -> int | None:
     return int(match.group(1))
 
 
+def training_halves(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of the (proxy, adversary) halves of ``n`` training photos (disjoint, random)."""
+    order = np.random.default_rng(seed).permutation(n)
+    return order[: n // 2], order[n // 2 :]
+
+
 def train_pair(features: np.ndarray, places: np.ndarray, n_places: int, seed: int, epochs: int) -> dict[str, np.ndarray]:
     """Proxy and adversary classifiers on two disjoint random halves of the training photos."""
     from vispriv.plugins.album.classifier import train_classifier
-    order = np.random.default_rng(seed).permutation(len(features))
-    halves = order[: len(order) // 2], order[len(order) // 2 :]
+    halves = training_halves(len(features), seed)
     out = {}
     for name, idx, s in zip(("proxy", "adversary"), halves, (seed, seed + 1)):
         w, b = train_classifier(features[idx], places[idx], n_places, s, epochs=epochs)

@@ -19,6 +19,7 @@ from vispriv.plugins.album.data import (
     simulated_collections,
     split_manifest,
     train_pair,
+    training_halves,
 )
 from vispriv.plugins.album.manifest import Manifest, read_manifest
 from vispriv.plugins.album.payloads import Albums, GeoModels
@@ -79,9 +80,9 @@ class AlbumWorld(Dataset):
         if simulated:
             world = SimWorld(WorldParams(n_places=cfg.n_places, dim=cfg.dim), cfg.world_seed)
 
+            x, y = world.training_set(cfg.train_per_place, np.random.default_rng([cfg.world_seed, 1]))
+
             def compute() -> dict[str, np.ndarray]:
-                rng = np.random.default_rng([cfg.world_seed, 1])
-                x, y = world.training_set(cfg.train_per_place, rng)
                 return train_pair(x, y, cfg.n_places, cfg.world_seed, cfg.epochs)
 
             bounds = np.zeros((0, 4))
@@ -93,12 +94,15 @@ class AlbumWorld(Dataset):
                 ctx.artifact("manifest_skips.json").write_text(json.dumps(manifest.skipped))
             split = split_manifest(manifest, cfg.n_places, cfg.test_fraction, np.random.default_rng(cfg.world_seed))
 
+            x, y = split.train_features, split.train_cells
+
             def compute() -> dict[str, np.ndarray]:
-                return train_pair(split.train_features, split.train_cells, cfg.n_places, cfg.world_seed, cfg.epochs)
+                return train_pair(x, y, cfg.n_places, cfg.world_seed, cfg.epochs)
 
             bounds = split.bounds
         weights = ctx.cache.arrays("album-classifiers", (self.name, self.version, world_key), compute)
-        models = GeoModels(**weights, simulated=simulated, cell_bounds=bounds)
+        own = training_halves(len(x), cfg.world_seed)[1]
+        models = GeoModels(**weights, simulated=simulated, cell_bounds=bounds, adversary_photos=x[own], adversary_places=y[own])
         rng = ctx.rng("album-collections", cfg.collection)
         if simulated:
             cols: Collections = simulated_collections(world, cfg.collection, cfg.n_albums, rng)

@@ -23,9 +23,11 @@ def vispriv_register_defenses(register):
 
 @hookimpl
 def vispriv_register_attacks(register):
+    from vispriv.plugins.attacks.adaptive_geolocator import AdaptiveGeolocator
     from vispriv.plugins.attacks.proxy_geolocator import ProxyGeolocator
 
     register(ProxyGeolocator)
+    register(AdaptiveGeolocator)
 
 
 @hookimpl

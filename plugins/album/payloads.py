@@ -8,6 +8,7 @@ of the discretised cells ``0..n_places-1``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -69,11 +70,16 @@ class KeptAlbums(Payload):
     """The release: the kept photos of each album (the adversary's view).
 
     It carries no place, no deleted photo, no index of which photos were deleted nor why.
+    ``protocol`` holds the defense's public settings only (its name, and for
+    ``album-pruning`` mode, k, budget, theta, scores_from, keep_rank and the solver's;
+    :mod:`vispriv.plugins.album.protocol`): what an attacker who knows the defense knows.
+    Empty for a release made without one (read as "nothing was deleted").
     """
 
     features: np.ndarray
     offsets: np.ndarray
     ids: list[str]
+    protocol: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.features, self.offsets = _check_flat(self.features, self.offsets, len(self.ids))
@@ -93,6 +99,10 @@ class GeoModels(Payload):
     disjoint halves of the training photos (black-box setting). Log-probabilities are
     ``log_softmax(features @ W + b)``. ``cell_bounds`` holds (lat_min, lat_max, lon_min,
     lon_max) per cell for manifest worlds, empty for the simulated world.
+    ``adversary_photos`` / ``adversary_places`` are the adversary's own labelled training
+    photos (its half, on which ``adversary_*`` was trained): an attacker that knows the
+    defense builds and prunes albums of its own from them (``adaptive-geolocator``).
+    Empty when the dataset does not provide them.
     """
 
     proxy_weight: np.ndarray
@@ -101,6 +111,8 @@ class GeoModels(Payload):
     adversary_bias: np.ndarray
     simulated: bool = False
     cell_bounds: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
+    adversary_photos: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    adversary_places: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     @property
     def n_places(self) -> int:
@@ -112,6 +124,11 @@ class GeoModels(Payload):
             raise InputError(f"model {which!r} unknown; allowed: proxy, adversary")
         weight = self.proxy_weight if which == "proxy" else self.adversary_weight
         bias = self.proxy_bias if which == "proxy" else self.adversary_bias
-        logits = np.asarray(features, dtype=np.float64) @ weight.astype(np.float64) + bias
-        logits -= logits.max(axis=1, keepdims=True)
-        return logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+        return linear_log_probs(features, weight, bias)
+
+
+def linear_log_probs(features: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """``log_softmax(features @ W + b)`` in float64 (the per-photo scores of eq. 1)."""
+    logits = np.asarray(features, dtype=np.float64) @ weight.astype(np.float64) + bias
+    logits -= logits.max(axis=1, keepdims=True)
+    return logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))

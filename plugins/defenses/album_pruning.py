@@ -17,6 +17,10 @@ User preference (section 2): photos flagged in ``Albums.keep``, and with
 2), are never deleted. An album that cannot be protected under them is released whole
 and counted in ``infeasible_share``.
 
+The release carries the defense's public settings (``KeptAlbums.protocol``,
+:mod:`vispriv.plugins.album.protocol`): an attacker who knows the defense knows them
+(``adaptive-geolocator``); the masks and scores stay with the defense.
+
 Every cell logs the kept mask of each album (:data:`~vispriv.harness.artifacts.KEPT_MASKS`:
 album id, photo position, kept 0/1): the deletion sets that Table 4 of the paper compares
 between two deletion budgets (``vispriv report --budget-deletions``).
@@ -24,7 +28,6 @@ between two deletion budgets (``vispriv report --budget-deletions``).
 
 from __future__ import annotations
 
-import time
 import warnings
 from typing import Literal
 
@@ -35,25 +38,18 @@ from vispriv.harness import CellContext, Defense, Labels, PluginConfig, Protecte
 from vispriv.harness.artifacts import KEPT_MASKS, kept_masks_csv
 from vispriv.harness.errors import InputError
 from vispriv.plugins.album.payloads import Albums, GeoModels, KeptAlbums
-from vispriv.plugins.album.pruning import (
-    PruneResult,
-    advantage,
-    check_k,
-    check_scores,
-    greedy_budget,
-    greedy_topk,
-    protected_k,
-    top1_exact,
-)
+from vispriv.plugins.album.protocol import TOPK_MODES, fixed_photos, prune, public_protocol
+from vispriv.plugins.album.pruning import advantage, check_k, check_scores, protected_k
 
 SCENARIO = "album-sharing"
 
 
-def _release(albums: Albums, keeps: list[np.ndarray]) -> KeptAlbums:
+def _release(albums: Albums, keeps: list[np.ndarray], protocol: dict) -> KeptAlbums:
+    """The kept photos of every album, with the defense's public protocol (never its masks)."""
     parts = [albums.album(a)[keep] for a, keep in enumerate(keeps)]
     sizes = [len(p) for p in parts]
     features = np.concatenate(parts) if parts else np.zeros((0, albums.features.shape[1]), np.float32)
-    return KeptAlbums(features, np.concatenate([[0], np.cumsum(sizes)]), list(albums.ids))
+    return KeptAlbums(features, np.concatenate([[0], np.cumsum(sizes)]), list(albums.ids), protocol=protocol)
 
 
 def _models(public) -> GeoModels:
@@ -74,7 +70,7 @@ class NoPruning(Defense):
     def protect(self, private: Albums, public, ctx: CellContext) -> Protected:
         keeps = [np.ones(int(n), dtype=bool) for n in np.diff(private.offsets)]
         return Protected(
-            release=_release(private, keeps),
+            release=_release(private, keeps, public_protocol(self.name, None)),
             truth={"place": Labels(private.places, ids=list(private.ids))},
             utility={"kept_fraction": 1.0},
             artifacts={KEPT_MASKS: kept_masks_csv(private.ids, keeps)},
@@ -116,52 +112,22 @@ class AlbumPruning(Defense):
     consumes = (Albums,)
     produces = (KeptAlbums,)
 
-    def _prune(self, S: np.ndarray, t: int, fixed: np.ndarray) -> PruneResult:
-        from vispriv.plugins.album import cpsat, milp
-
-        cfg = self.config
-        A, _ = advantage(S, t, cfg.theta)
-        d = int(np.floor(cfg.budget * len(S)))
-        start = time.perf_counter()
-        if cfg.mode == "greedy":
-            result = greedy_topk(S, A, t, cfg.k, fixed)
-        elif cfg.mode == "greedy-budget":
-            result = greedy_budget(S, t, d, fixed)
-        elif cfg.mode == "top1-exact":
-            result = top1_exact(A, fixed)
-        elif cfg.mode == "milp-topk" and cfg.formulation == "cpsat":
-            result = cpsat.solve_topk(A, cfg.k, fixed, time_limit=cfg.time_limit)
-        elif cfg.mode == "milp-topk":
-            solve = milp.fast_topk if cfg.formulation == "fast" else milp.naive_topk
-            result = solve(A, cfg.k, fixed, solver=cfg.solver, time_limit=cfg.time_limit)
-        elif cfg.formulation == "cpsat":
-            result = cpsat.solve_budget(A, d, S[:, t], fixed, time_limit=cfg.time_limit)
-        elif cfg.formulation == "fast":
-            result = milp.fast_budget(A, d, S[:, t], fixed, solver=cfg.solver, time_limit=cfg.time_limit)
-        else:
-            result = milp.naive_budget(A, d, fixed, solver=cfg.solver, time_limit=cfg.time_limit)
-        result.seconds = time.perf_counter() - start
-        return result
-
     def protect(self, private: Albums, public, ctx: CellContext) -> Protected:
         cfg = self.config
         models = _models(public)
         if cfg.mode == "top1-exact" and cfg.k != 1:
             raise InputError(f"mode top1-exact guarantees top-1 only; got k={cfg.k} (use milp-topk for k > 1)")
-        if cfg.mode in ("greedy", "top1-exact", "milp-topk"):
+        if cfg.mode in TOPK_MODES:
             check_k(cfg.k, models.n_places)
+        protocol = public_protocol(self.name, cfg.model_dump())
         keeps, statuses, seconds, deleted_needed, own_pk = [], [], [], [], []
         for a in ctx.progress(range(len(private)), desc="album pruning", total=len(private)):
             S = check_scores(models.log_probs(private.album(a), cfg.scores_from), int(private.places[a]))
             t = int(private.places[a])
-            fixed = np.zeros(len(S), dtype=bool)
-            if private.keep is not None:
-                fixed |= private.keep[private.offsets[a] : private.offsets[a + 1]]
-            if cfg.keep_rank is not None:
-                if cfg.keep_rank > len(S):
-                    raise InputError(f"keep_rank {cfg.keep_rank} exceeds album {private.ids[a]} of {len(S)} photos")
-                fixed[np.argsort(-S[:, t], kind="stable")[cfg.keep_rank - 1]] = True
-            result = self._prune(S, t, fixed)
+            user_keep = None if private.keep is None else private.keep[private.offsets[a] : private.offsets[a + 1]]
+            if cfg.keep_rank is not None and cfg.keep_rank > len(S):
+                raise InputError(f"keep_rank {cfg.keep_rank} exceeds album {private.ids[a]} of {len(S)} photos")
+            result = prune(S, t, protocol, fixed_photos(S, t, cfg.keep_rank, user_keep))
             keep = result.keep if result.keep is not None else np.ones(len(S), dtype=bool)
             A, _ = advantage(S, t, cfg.theta)
             if protected_k(A, np.ones(len(S), bool)) < cfg.k and result.keep is not None:
@@ -195,7 +161,7 @@ class AlbumPruning(Defense):
             "unproven_share": False,
         }
         return Protected(
-            release=_release(private, keeps),
+            release=_release(private, keeps, protocol),
             truth={"place": Labels(private.places, ids=list(private.ids))},
             utility=utility,
             utility_directions=directions,

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from vispriv.plugins.album import cpsat, milp
+from vispriv.plugins.album.protocol import prune, public_protocol
 from vispriv.plugins.album.pruning import advantage, brute_force_budget, brute_force_topk, protected_k
 from vispriv.plugins.defenses.album_pruning import AlbumPruning
 
@@ -158,7 +159,7 @@ def test_defense_dispatches_cpsat(mode):
     S = rng.normal(0, 2, (9, 6))
     S[:, 2] += 1.5
     defense = AlbumPruning(AlbumPruning.Config(mode=mode, formulation="cpsat", k=2, budget=0.3))
-    result = defense._prune(S, 2, np.zeros(9, dtype=bool))
+    result = prune(S, 2, public_protocol(defense.name, defense.config.model_dump()), np.zeros(9, dtype=bool))
     A = advantage(S, 2)[0]
     assert result.status == "optimal"
     if mode == "milp-topk":
