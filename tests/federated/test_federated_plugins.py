@@ -166,7 +166,7 @@ def test_hooks_register_every_plugin():
         hook(got.append)
     names = {c.name for c in got}
     assert names == {"federated-images", "federated-features", "federated-clustering", "centroid-leakage", "face-folders", "none", "dphe", "prr10", "ra12", "gradient-leakage",
-                     "average-isolation", "leak-correlation", "federated-deep", "captured-update", "flower-capture", "gradient-pruning",
+                     "average-isolation", "leak-correlation", "federated-deep", "captured-update", "flower-capture", "federated-deep-imprint", "imprint", "gradient-pruning",
                      "dp-sgd", "dlg", "idlg", "inverting-gradients", "public-mean-image"}
     assert all(c.scenario == "federated-learning" for c in got)
 
