@@ -100,5 +100,5 @@ def test_every_builtin_entry_point_loads_cleanly(monkeypatch):
         for cls in registry.all(kind):
             required = [n for n, f in cls.Config.model_fields.items() if f.is_required()]
             assert cls.version and (cls.description or cls.__doc__), cls
-            # Only where the data are may be required: a folder, a manifest, captured model/update files.
-            assert set(required) <= {"root", "manifest", "model", "update"}, (cls, required)
+            # Only where the data are may be required: a folder, a manifest, a Flower capture folder, captured model/update files.
+            assert set(required) <= {"root", "manifest", "capture", "model", "update"}, (cls, required)
