@@ -20,6 +20,7 @@ def _matrix(tmp_path: Path, example: str, plugins: str, *overrides: str) -> subp
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("example", "plugins", "write", "extra", "cells"),
     [

@@ -232,6 +232,7 @@ def _differences(
     return differences, compared
 
 
+@pytest.mark.slow
 @pytest.mark.doc_table
 @pytest.mark.parametrize("name", sorted(TABLES))
 def test_doc_table_reproduces(tmp_path, name):

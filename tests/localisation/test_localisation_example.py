@@ -71,6 +71,7 @@ def _fixture_overrides(path: Path) -> list[str]:
     return [a for s in sets for a in ("--set", s)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", PAPER)
 def test_paper_localisation_configs_run_at_fixture_scale(name: str, tmp_path: Path) -> None:
     """Every row of the paper config runs through `vispriv matrix` (sizes shrunk, rows and sweeps kept)."""
