@@ -118,6 +118,8 @@ def tables(rows: list[CellRow], privacy: str, utility: str | None = None) -> lis
                 p.label(second[0]) if second else None, rest[second[0]] if second else None,
                 u_values.get(c), len(column),
             ))
+        if all(r.utility is None for r in t.rows):
+            t.utility = None  # no defense of this scenario logged it: no column of dashes
         out.append(t)
     return out
 

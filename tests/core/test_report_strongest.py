@@ -64,7 +64,8 @@ def test_a_lower_is_better_metric_picks_the_minimum():
 
 
 def test_an_attack_alone_against_a_defense_has_no_runner_up():
-    (t,) = tables([_row("dlg", "none", {PSNR: 20.0})], PSNR)
+    (t,) = tables([_row("dlg", "none", {PSNR: 20.0})], PSNR, ACC)
+    assert t.utility is None  # a scenario whose defenses logged no such utility gets no column of dashes
     assert [(r.attacks, r.runner_up, r.runner_up_value) for r in t.rows] == [(["dlg"], None, None)]
     assert "| none | dlg | 20.000 | – | – | 1 |" in strongest_markdown(t)
 
