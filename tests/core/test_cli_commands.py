@@ -93,7 +93,7 @@ def test_examples_list_print_and_write(run_cli, tmp_path):
     assert again.returncode == 2 and "--force" in again.stderr
     assert written.read_text() == "# my edits\n"
     unknown = run_cli("examples", "nosuch", env=BUILTINS)
-    assert unknown.returncode == 2 and "shipped examples: album" in unknown.stderr
+    assert unknown.returncode == 2 and "shipped examples: adaptive_attacks, album, " in unknown.stderr
 
 
 def test_ui_start_works_without_an_activated_venv(tmp_path):
