@@ -29,8 +29,8 @@ lint: setup
 # OpenMP/torch thread: several threads per worker fight over the cores (measured 2026-11-26 on
 # the 2-core machine, 519 passed each way: one process 14 min 18 s; 2 workers 11 min 11 s;
 # 2 workers with OMP_NUM_THREADS=1 8 min 49 s). TEST_WORKERS=0 runs them in one process.
-# `bash .ci/run` (make test-all) in a fresh clone on the 2-core AVX-512 machine, 2026-11-27, with
-# the demo and an example running beside it: 23 min 17 s in all (757 tests, pytest 20 min 6 s).
+# `bash .ci/run` (make test-all, then the wheel smoke) in a fresh clone on the idle 2-core AVX-512
+# machine, 2026-11-27: 13 min 49 s in all (venv, lint, 764 passed in 10 min 27 s, wheel smoke).
 TEST_WORKERS ?= 4
 PARALLEL := $(if $(filter 0,$(TEST_WORKERS)),,-n auto --maxprocesses $(TEST_WORKERS))
 THREADS := $(if $(filter 0,$(TEST_WORKERS)),,OMP_NUM_THREADS=1)
