@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from vispriv.harness.errors import VisprivError
+from vispriv.harness.report.strongest import strongest_of
 from vispriv.harness.report.tables import (
     CellRow,
     _fmt,
@@ -86,12 +87,10 @@ def resolve_pair(rows: list[CellRow], utility: str, privacy: str) -> list[tuple[
 
 
 def worst_case(values: dict[str, float], higher_is_better: bool) -> tuple[str, float] | None:
-    """The strongest attack among ``{attack: privacy metric}`` and its value (NaNs ignored)."""
-    scored = [(v, a) for a, v in values.items() if not math.isnan(v)]
-    if not scored:
-        return None
-    value, attack = (max if higher_is_better else min)(scored, key=lambda item: item[0])
-    return attack, value
+    """The strongest attack among ``{attack: privacy metric}`` and its value (NaNs ignored; on a
+    tie the first listed, :func:`~vispriv.harness.report.strongest.strongest_of`)."""
+    best = strongest_of(values, higher_is_better)
+    return (best[0], values[best[0]]) if best else None
 
 
 def mark_front(points: list[FrontierPoint], utility_higher_is_better: bool, privacy_higher_is_better: bool) -> None:
