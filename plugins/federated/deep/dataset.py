@@ -43,6 +43,16 @@ class DeepFederatedConfig(PluginConfig):
     test_images: int = Field(64, ge=0, description="held-out images scoring the utility (test accuracy)")
     public_images: int = Field(64, ge=1, description="public images: pre-training and the attacks' label prior")
     arch: Literal["lenet", "convnet", "resnet18"] = "lenet"
+    normalise: Literal["public", "none"] = Field(
+        "public",
+        description="public: the model standardises its input by the public images' per-channel mean and std "
+        "(Inverting Gradients' setting); none: the model takes the [0, 1] pixels as they are (DLG's own code)",
+    )
+    head_classes: int | None = Field(
+        None, ge=2, le=10_000,
+        description="outputs of the model's last layer (default: the source's classes); DLG attacks a "
+        "100-output LeNet (CIFAR-100), so 100 on the 12 bundled photos gives DLG's update size",
+    )
     width: int = Field(16, ge=1, le=256, description="convnet: width multiplier (Inverting Gradients uses 64)")
     pretrain_rounds: int = Field(0, ge=0, description="SGD steps on the public images before the attacked round (0: untrained)")
     pretrain_lr: float = Field(0.01, gt=0)
@@ -116,10 +126,20 @@ class DeepFederatedImages(Dataset):
         test = order[len(users) : len(users) + cfg.test_images]
         pub = order[len(users) + cfg.test_images : need]
         n_classes = len(data.class_names)
+        if cfg.head_classes is not None:
+            if cfg.head_classes < n_classes:
+                raise InputError(
+                    f"head_classes ({cfg.head_classes}) is smaller than the {n_classes} classes of the "
+                    f"{cfg.source} source; use at least {n_classes} or leave it out"
+                )
+            n_classes = cfg.head_classes
         channels, side = data.images.shape[-1], data.images.shape[1]
         pub_x = to_tensor(data.images[pub])
-        mean = pub_x.mean(dim=(0, 2, 3)).tolist()
-        std = pub_x.std(dim=(0, 2, 3)).clamp_min(1e-3).tolist()
+        if cfg.normalise == "public":
+            mean = pub_x.mean(dim=(0, 2, 3)).tolist()
+            std = pub_x.std(dim=(0, 2, 3)).clamp_min(1e-3).tolist()
+        else:
+            mean, std = [0.0] * channels, [1.0] * channels
         work = LocalWork(cfg.local, cfg.local_steps, cfg.local_lr, cfg.batchnorm)
         model = build_model(cfg.arch, n_classes, channels, side, cfg.width, ctx.child_seed("deep-model-init"), mean, std)
         model = pretrain(model, pub_x, torch.as_tensor(data.labels[pub]), cfg.pretrain_rounds, cfg.pretrain_lr,
