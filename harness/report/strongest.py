@@ -55,7 +55,7 @@ def strongest_cells(p: Pivot) -> set[tuple[str, str]]:
     by_dataset: dict[str, list[str]] = {}
     for r in p.rows:
         by_dataset.setdefault(p.row_parts[r][0] if p.row_parts else "", []).append(r)
-    out = set()
+    out: set[tuple[str, str]] = set()
     for rows in by_dataset.values():
         if len(rows) < 2:
             continue

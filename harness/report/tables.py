@@ -348,8 +348,9 @@ def param_pivot(rows: list[CellRow], metric: str, row_params: list[str], col_par
     named = [col_param, *row_params]
     for r in rows:
         values = {p: getattr(r, p) if p in PLUGIN_AXES else param_value(r.params, p) for p in named}
-        if metric in r.metrics and all(v is not None for v in values.values()):
-            groups[r.scenario].append(replace(r, params={**r.params, **values}))
+        found = {p: v for p, v in values.items() if v is not None}
+        if metric in r.metrics and len(found) == len(values):
+            groups[r.scenario].append(replace(r, params={**r.params, **found}))
     out = []
     for scenario, rs in sorted(groups.items()):
         per_attack = not is_utility(metric) and "attack" not in named
