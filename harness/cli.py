@@ -274,7 +274,8 @@ def _run(cfg, dry_run, resume, executor, ray_address, tracking_uri, cache_dir, q
 @click.option("--curve", "curves", multiple=True, metavar="X:Y[:GROUP,...]",
               help="Plot metric Y against param X, one line per attack and GROUP params.")
 @click.option("--table", "tables", multiple=True, metavar="ROW,...:COL",
-              help="Instead of attack x defense pivots: rows = ROW params, columns = COL param (sweeps).")
+              help="Instead of attack x defense pivots: rows = ROW params, columns = COL param (sweeps); "
+                   "attack, defense or dataset alone is the cells' label, e.g. dataset.update:attack.")
 @click.option("--frontier", "frontiers", multiple=True, metavar="UTILITY:PRIVACY",
               help="Privacy-utility frontier per scenario: each defense config at (its UTILITY metric, "
                    "the strongest attack's PRIVACY metric), with the Pareto front (repeatable).")

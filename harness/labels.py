@@ -8,7 +8,9 @@ names and tags, report tables, heatmaps, frontiers -- uses :func:`config_label`:
 * settings the plugin ignores for its other values left out
   (:meth:`~vispriv.harness.plugin.PluginConfig.ignored_fields`: album-pruning's
   ``time_limit`` when ``mode=greedy``);
-* numbers as written (``sigma=1``, not ``sigma=1.0``), lists as ``[2/4]``.
+* numbers as written (``sigma=1``, not ``sigma=1.0``), lists as ``[2/4]``;
+* a dataset's files and folders by the shortest part that tells them apart
+  (:mod:`vispriv.harness.path_labels`): ``captured-update(update=astronaut)``.
 
 :func:`relabel` turns a label written by an older version of the harness (Python dicts in
 it) into this form, so a report over older runs names configs the same way.
@@ -19,20 +21,30 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 
-def config_label(name: str, config: BaseModel, keep: frozenset[str] = frozenset()) -> str:
+def config_label(name: str, config: BaseModel, keep: frozenset[str] = frozenset(),
+                 shown: Mapping[str, str | None] | None = None) -> str:
     """``name`` or ``name(k=v,...)`` with the settings of ``config`` that differ from its defaults,
     and the dotted settings in ``keep`` whatever their value (a sweep's axes: in
-    ``noise_multiplier: [0.1, 1.0]`` the default 1.0 is named too, so the sweep's cells read apart)."""
+    ``noise_multiplier: [0.1, 1.0]`` the default 1.0 is named too, so the sweep's cells read apart).
+    ``shown`` rewrites the named settings' values (a path as its shortest distinguishing part,
+    :mod:`vispriv.harness.path_labels`); ``None`` leaves the setting out."""
     values = settings(config)
     if keep:
         ignored, every = ignored_fields(config), all_settings(config)
         values |= {k: every[k] for k in keep if k in every and k.split(".")[0] not in ignored}
+    for key, text in (shown or {}).items():
+        if key in values:
+            if text is None:
+                del values[key]
+            else:
+                values[key] = text
     return join_label(name, values)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -22,6 +22,7 @@ from vispriv.harness.config_paths import resolve_config_paths
 from vispriv.harness.errors import ConfigError, PluginError
 from vispriv.harness.hashing import stable_hash
 from vispriv.harness.labels import config_label, varying_keys
+from vispriv.harness.path_labels import shown_paths
 from vispriv.harness.plugin import PluginConfig, _Plugin
 from vispriv.harness.registry import Registry
 from vispriv.harness.seeds import chain_seeds, stage_seed_key
@@ -37,6 +38,9 @@ class Stage:
     explicit: tuple[str, ...] = ()
     #: Dotted settings its config entry sweeps: named in the label even at their default.
     swept: frozenset[str] = frozenset()
+    #: What the label shows of its path settings (:func:`~vispriv.harness.path_labels.shown_paths`):
+    #: ``(setting, text)``, text ``None`` to leave the setting out. Never part of a key or hash.
+    shown: tuple[tuple[str, str | None], ...] = ()
 
     @property
     def name(self) -> str:
@@ -78,7 +82,7 @@ class Stage:
 
     def label(self) -> str:
         """``name`` or ``name(k=v,...)`` with the settings that differ from the defaults (:mod:`.labels`)."""
-        return config_label(self.name, self.config, self.swept)
+        return config_label(self.name, self.config, self.swept, dict(self.shown))
 
     def instance(self) -> _Plugin:
         return self.cls(self.config)
@@ -296,7 +300,7 @@ def build_matrix(config: MatrixConfig, registry: Registry) -> Matrix:
     matrix = Matrix()
     config = resolve_config_paths(config, registry)
     wanted_metrics = _select_metrics(config, registry)
-    datasets = [s for entry in config.datasets for s in _expand_dataset(registry, config, entry)]
+    datasets = with_path_labels([s for entry in config.datasets for s in _expand_dataset(registry, config, entry)])
     for dataset in datasets:
         scenario = dataset.cls.scenario
         for d_entry in config.defenses:
@@ -318,6 +322,19 @@ def build_matrix(config: MatrixConfig, registry: Registry) -> Matrix:
     if not matrix.cells and not matrix.skipped:
         raise ConfigError(no_cell_message([]))
     return matrix
+
+
+def with_path_labels(stages: list[Stage]) -> list[Stage]:
+    """``stages`` whose labels name their files and folders by the shortest part that tells the
+    stages of one plugin apart (:func:`~vispriv.harness.path_labels.shown_paths`)."""
+    by_plugin: dict[tuple[str, str], list[int]] = {}
+    for i, stage in enumerate(stages):
+        by_plugin.setdefault((stage.cls.kind, stage.name), []).append(i)
+    out = list(stages)
+    for indices in by_plugin.values():
+        for i, shown in zip(indices, shown_paths([stages[i].config for i in indices])):
+            out[i] = replace(stages[i], shown=tuple(sorted(shown.items())))
+    return out
 
 
 def check_plans_cells(matrix: Matrix) -> None:

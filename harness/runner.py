@@ -132,6 +132,7 @@ def _run_with_parent(
         scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
         jobs = [(cell, str(scratch / f"{i:04d}-{cell.hash}")) for i, cell in enumerate(todo)]
         bar = _bar(len(jobs), quiet)
+        several_datasets = len({c.dataset.label() for c in matrix.cells}) > 1
         for cell, outcome in runner.run(claimed(jobs), cache, quiet):  # type: ignore[arg-type]
             _log_cell(tracker, experiment_id, parent, cell, outcome)
             if outcome.status == "FINISHED" and claims is not None:
@@ -139,7 +140,7 @@ def _run_with_parent(
                 held.discard(cell.hash)
             (result.finished if outcome.status == "FINISHED" else result.failed).append((cell, outcome))
             if bar is not None:
-                label = f"{cell.defense_label} | {cell.attack_label}"
+                label = progress_label(cell, several_datasets)
                 if not isinstance(bar, LineProgress):
                     label = label[:60]  # a bar redraws in one terminal line; a log line keeps the whole label
                 bar.set_postfix_str(label if outcome.status == "FINISHED" else f"FAILED {label}")
@@ -231,6 +232,13 @@ class LineProgress:
 
     def close(self) -> None:
         return None
+
+
+def progress_label(cell: Cell, several_datasets: bool) -> str:
+    """What a progress line names of a finished cell: its defense and attack, after its dataset
+    when the matrix has more than one (else two datasets' cells read the same)."""
+    label = f"{cell.defense_label} | {cell.attack_label}"
+    return f"{cell.dataset.label()} | {label}" if several_datasets else label
 
 
 def cell_tags(cell: Cell) -> dict[str, str]:

@@ -45,9 +45,14 @@ class Sample:
 
 
 def collect_samples(tracker: Any, rows: list[CellRow]) -> dict[str, list[Sample]]:
-    """The reconstruction samples of ``rows`` by scenario (rows without one are skipped)."""
+    """The reconstruction samples of ``rows`` by scenario (rows without one are skipped); by
+    ``scenario: dataset`` where a scenario has several datasets, each sample's label then naming
+    its dataset too (a gallery's PNG has no title of its own)."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     attacks, defenses = config_labels(rows, "attack"), config_labels(rows, "defense")
+    datasets: dict[str, set[str]] = defaultdict(set)
+    for row in rows:
+        datasets[row.scenario].add(row.dataset)
     out: dict[str, list[Sample]] = defaultdict(list)
     for row in rows:
         if not any(info.path == RECONSTRUCTION_SAMPLE for info in tracker.client.list_artifacts(row.run_id)):
@@ -57,7 +62,10 @@ def collect_samples(tracker: Any, rows: list[CellRow]) -> dict[str, list[Sample]
             with np.load(local) as data:
                 ids, truth, estimate = tuple(str(i) for i in data["ids"]), data["truth"], data["estimate"]
         label = f"{attacks[row.attack]} vs {defenses[row.defense]}"
-        out[row.scenario].append(Sample(label, ids, truth, estimate))
+        if len(datasets[row.scenario]) > 1:
+            out[f"{row.scenario}: {row.dataset}"].append(Sample(f"{label} on {row.dataset}", ids, truth, estimate))
+        else:
+            out[row.scenario].append(Sample(label, ids, truth, estimate))
     return out
 
 

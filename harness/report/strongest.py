@@ -48,13 +48,20 @@ def strongest_of(values: dict[str, float], higher_is_better: bool) -> list[str]:
 
 def strongest_cells(p: Pivot) -> set[tuple[str, str]]:
     """The ``(attack, defense)`` cells of an attack x defense pivot holding the strongest attack
-    of their column; none for a utility or bookkeeping metric, or a table of one attack."""
-    if p.row_title != "attack" or len(p.rows) < 2 or not ranks_attacks(p.metric):
+    of their column (of each dataset's rows, in a table over several datasets); none for a
+    utility or bookkeeping metric, or a table of one attack."""
+    if (p.row_title != "attack" and not p.row_parts) or not ranks_attacks(p.metric):
         return set()
-    out = set()
-    for c in p.cols:
-        column = {r: p.values[(r, c)] for r in p.rows if (r, c) in p.values}
-        out.update((r, c) for r in strongest_of(column, p.higher_is_better))
+    by_dataset: dict[str, list[str]] = {}
+    for r in p.rows:
+        by_dataset.setdefault(p.row_parts[r][0] if p.row_parts else "", []).append(r)
+    out: set[tuple[str, str]] = set()
+    for rows in by_dataset.values():
+        if len(rows) < 2:
+            continue
+        for c in p.cols:
+            column = {r: p.values[(r, c)] for r in rows if (r, c) in p.values}
+            out.update((r, c) for r in strongest_of(column, p.higher_is_better))
     return out
 
 
@@ -96,7 +103,7 @@ def tables(rows: list[CellRow], privacy: str, utility: str | None = None) -> lis
         raise VisprivError(f"--strongest: {privacy!r} is {kind}, not a measure of an attack's success; "
                            "give a metric an attack scores, e.g. images/psnr_median or place/top1_accuracy")
     out = []
-    for p in pivot(rows, privacy):
+    for p in pivot(rows, privacy, by_dataset=True):
         u_values: dict[str, float] = {}
         u_hib = True
         if utility is not None:

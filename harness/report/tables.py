@@ -22,6 +22,7 @@ import csv
 import io
 import json
 import math
+import os
 import re
 import sys
 import textwrap
@@ -33,6 +34,7 @@ from typing import Any
 from vispriv.harness.errors import VisprivError
 from vispriv.harness.hashing import stable_hash
 from vispriv.harness.labels import relabel, short_value
+from vispriv.harness.path_labels import shortest_parts
 from vispriv.harness.stats import mean_se
 from vispriv.harness.tracking import Tracker, store_location
 from vispriv.harness.writes import make_folder, write_file, write_text
@@ -69,8 +71,10 @@ class Pivot:
     col_title: str = "defense"
     #: Compact labels of the row and column labels (the params that vary), for plots.
     short: dict[str, str] = field(default_factory=dict)
-    #: The dataset label of the cells behind the pivot ("" for a parameter table over several).
+    #: The dataset label of the cells behind the pivot ("" for a table over several).
     dataset: str = ""
+    #: In a table over several datasets: each row's (dataset, attack) labels.
+    row_parts: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def green_high(self) -> bool:
@@ -214,42 +218,70 @@ def resolve_metric(rows: list[CellRow], wanted: str) -> list[str]:
     return matches
 
 
-def pivot(rows: list[CellRow], metric: str) -> list[Pivot]:
-    """One pivot per scenario that has ``metric``, and per dataset where a scenario has several."""
+def pivot(rows: list[CellRow], metric: str, by_dataset: bool = False) -> list[Pivot]:
+    """One pivot per scenario that has ``metric``, and per dataset plugin where a scenario has several.
+
+    Several datasets of one plugin (four ``captured-update`` captures) share one pivot with a
+    row per dataset and attack (:attr:`Pivot.row_parts`); ``by_dataset`` gives each dataset
+    a pivot of its own instead (the strongest-attack view ranks attacks within one dataset).
+    """
     groups: dict[tuple[str, str], list[CellRow]] = defaultdict(list)
     for r in rows:
         if metric in r.metrics:
-            groups[(r.scenario, r.dataset)].append(r)
+            groups[(r.scenario, r.dataset if by_dataset else dataset_plugin(r))].append(r)
     datasets_of: dict[str, int] = defaultdict(int)
     for scenario, _ in groups:
         datasets_of[scenario] += 1
     # Labels from every row of a scenario, as the frontier and the paired tables make them.
     short = {**config_labels(rows, "attack"), **config_labels(rows, "defense")}
     out = []
-    for (scenario, dataset), rs in sorted(groups.items()):
-        attacks = _ordered(r.attack for r in rs)
-        defenses = _ordered(r.defense for r in rs)
-        title = f"{scenario}: {dataset}" if datasets_of[scenario] > 1 else scenario
-        p = Pivot(metric, title, attacks, defenses, dataset=dataset)
+    for (scenario, _), rs in sorted(groups.items()):
+        datasets = sorted({r.dataset for r in rs})
+        dataset = datasets[0] if len(datasets) == 1 else ""
+        name = dataset or dataset_plugin(rs[0])
+        title = f"{scenario}: {name}" if datasets_of[scenario] > 1 else scenario
+        p = Pivot(metric, title, [], _ordered(r.defense for r in rs), dataset=dataset)
+        p.short = {r.defense: short[r.defense] for r in rs}
+        row_of: dict[tuple[str, str], str] = {}
+        for d in datasets:
+            for attack in _ordered(r.attack for r in rs if r.dataset == d):
+                key = attack if dataset else f"{d}, {attack}"
+                row_of[(d, attack)] = key
+                p.rows.append(key)
+                p.short[key] = short[attack] if dataset else f"{d}, {short[attack]}"
+                if not dataset:
+                    p.row_parts[key] = (d, attack)
+        if not dataset:
+            p.row_title = "dataset, attack"
         p.notes = sorted({r.provenance for r in rs if r.provenance})
         p.higher_is_better = next((r.higher_is_better.get(metric, True) for r in rs), True)
-        p.short = {k: short[k] for r in rs for k in (r.attack, r.defense)}
         runs: dict[tuple[str, str], list[CellRow]] = defaultdict(list)
         for r in rs:
-            runs[(r.attack, r.defense)].append(r)
-        repeated = 0
-        for key, same in runs.items():
-            p.values[key], error = _over_runs([r.metrics[metric] for r in same])
-            if error is not None:
-                p.errors[key] = error
-                repeated = max(repeated, len(same))
-            elif metric + "_se" in same[0].metrics:
-                p.errors[key] = same[0].metrics[metric + "_se"]
-        if repeated:
-            p.notes.append(f"cells run more than once (other matrix seeds): mean ± standard error over "
-                           f"their runs (up to {repeated})")
+            runs[(row_of[(r.dataset, r.attack)], r.defense)].append(r)
+        _fill(p, runs)
         out.append(p)
     return out
+
+
+def dataset_plugin(row: CellRow) -> str:
+    """The dataset plugin of a cell (``captured-update``): the logged name, else its label's."""
+    return row.params.get("dataset") or row.dataset.split("(")[0]
+
+
+def _fill(p: Pivot, runs: dict[tuple[str, str], list[CellRow]]) -> None:
+    """``p``'s values and standard errors from the runs of each of its cells: the logged
+    ``<metric>_se`` of one run, the mean ± s.e. over the runs of one cell under other seeds."""
+    repeated = 0
+    for key, same in runs.items():
+        p.values[key], error = _over_runs([r.metrics[p.metric] for r in same])
+        if error is not None:
+            p.errors[key] = error
+            repeated = max(repeated, len(same))
+        elif p.metric + "_se" in same[0].metrics:
+            p.errors[key] = same[0].metrics[p.metric + "_se"]
+    if repeated:
+        p.notes.append(f"cells run more than once (other matrix seeds): mean ± standard error over "
+                       f"their runs (up to {repeated})")
 
 
 def _over_runs(values: list[float]) -> tuple[float, float | None]:
@@ -297,24 +329,32 @@ def check_table_params(rows: list[CellRow], names: list[str]) -> None:
         )
 
 
+#: ``--table`` axes that stand for a cell's configured plugin: they take its label
+#: (``dlg(steps=100)``), not the plugin name the params log, so two configs of one plugin stay apart.
+PLUGIN_AXES = ("dataset", "defense", "attack")
+
+
 def param_pivot(rows: list[CellRow], metric: str, row_params: list[str], col_param: str) -> list[Pivot]:
     """``metric`` with rows = combinations of ``row_params`` and columns = values of ``col_param``.
 
     For sweeps (e.g. rows ``defense.dictionary_size,defense.m``, columns ``defense.epsilon``).
     Per scenario; only runs that logged every named param (nested settings by dotted keys,
-    :func:`param_value`). A ``utility/`` metric belongs to the defense, so its rows ignore the
-    attack; other metrics get one row per attack too.
+    :func:`param_value`; ``attack``, ``defense`` and ``dataset`` by the cell's labels,
+    :data:`PLUGIN_AXES`). A ``utility/`` metric belongs to the defense, so its rows ignore the
+    attack; other metrics get one row per attack too, unless the attack is an axis of its own.
+    Values carry their standard errors as the attack x defense tables do (:func:`_fill`).
     """
     groups: dict[str, list[CellRow]] = defaultdict(list)
     named = [col_param, *row_params]
     for r in rows:
-        values = {p: param_value(r.params, p) for p in named}
-        if metric in r.metrics and all(v is not None for v in values.values()):
-            groups[r.scenario].append(replace(r, params={**r.params, **values}))
+        values = {p: getattr(r, p) if p in PLUGIN_AXES else param_value(r.params, p) for p in named}
+        found = {p: v for p, v in values.items() if v is not None}
+        if metric in r.metrics and len(found) == len(values):
+            groups[r.scenario].append(replace(r, params={**r.params, **found}))
     out = []
     for scenario, rs in sorted(groups.items()):
-        per_attack = not metric.startswith("utility/")
-        shown = {p: _varying_part(rs, p) for p in row_params}
+        per_attack = not is_utility(metric) and "attack" not in named
+        shown = {p: _plugin_label if p in PLUGIN_AXES else _varying_part(rs, p) for p in row_params}
         attack = (lambda r: [r.attack]) if per_attack else (lambda r: [])
         label = {r.run_id: ", ".join(attack(r) + [shown[p](r.params[p]) for p in row_params]) for r in rs}
         sort_key = {label[r.run_id]: (*attack(r), *(_sort_key(r.params[p]) for p in row_params)) for r in rs}
@@ -322,24 +362,50 @@ def param_pivot(rows: list[CellRow], metric: str, row_params: list[str], col_par
         p = Pivot(metric, f"{scenario}; {title}", sorted(sort_key, key=sort_key.__getitem__),
                   sorted({r.params[col_param] for r in rs}, key=_sort_key),
                   row_title=", ".join(row_params), col_title=col_param)
+        p.short = _path_parts(rs, col_param)
         p.notes = sorted({r.provenance for r in rs if r.provenance})
         p.higher_is_better = next((r.higher_is_better.get(metric, True) for r in rs), True)
+        runs: dict[tuple[str, str], list[CellRow]] = defaultdict(list)
         for r in rs:
-            p.values[(label[r.run_id], r.params[col_param])] = r.metrics[metric]
+            runs[(label[r.run_id], r.params[col_param])].append(r)
+        _fill(p, {key: _last_cell(same) for key, same in runs.items()})
         out.append(p)
     return out
 
 
+def _plugin_label(label: str) -> str:
+    """A plugin axis's row label: the cell's label of that plugin as it is."""
+    return label
+
+
+def _last_cell(runs: list[CellRow]) -> list[CellRow]:
+    """The runs of the last cell among ``runs`` (the same dataset, defense and attack labels: one
+    cell under other matrix seeds); a table whose axes leave several cells in one place shows the last."""
+    last = (runs[-1].dataset, runs[-1].defense, runs[-1].attack)
+    return [r for r in runs if (r.dataset, r.defense, r.attack) == last]
+
+
+def _path_parts(rows: list[CellRow], param: str) -> dict[str, str]:
+    """``{value: shortest distinguishing part}`` when every value of ``param`` is an absolute
+    path (a dataset's file or folder, :func:`~vispriv.harness.path_labels.shortest_parts`), else ``{}``."""
+    values = {r.params[param] for r in rows if param in r.params}
+    if not values or not all(os.path.isabs(os.path.expanduser(v)) for v in values):
+        return {}
+    return shortest_parts(values)
+
+
 def _varying_part(rows: list[CellRow], param: str):
-    """Label maker for ``param``: ``name=value``, or for nested configs (JSON objects) only
-    the keys whose values differ between ``rows`` (``name=default`` when none does)."""
+    """Label maker for ``param``: ``name=value`` (an absolute path by its shortest distinguishing
+    part), or for nested configs (JSON objects) only the keys whose values differ between
+    ``rows`` (``name=default`` when none does)."""
     name = param.split(".")[-1]
     try:
         objects = [json.loads(r.params[param]) for r in rows]
     except ValueError:
         objects = []
     if not objects or not all(isinstance(o, dict) for o in objects):
-        return lambda value: f"{name}={value_text(value)}"
+        paths = _path_parts(rows, param)
+        return lambda value: f"{name}={paths.get(value) or value_text(value)}"
     keys = sorted({k for o in objects for k in o if len({json.dumps(x.get(k), sort_keys=True) for x in objects}) > 1})
 
     def label(value: str) -> str:
@@ -385,7 +451,7 @@ def to_markdown(p: Pivot) -> str:
         return f"**{p.cell_text(r, c)}**" if (r, c) in bold else p.cell_text(r, c)
 
     if bold:
-        arrow += "; bold: the strongest attack against each defense"
+        arrow += "; bold: the strongest attack against each defense" + (" on each dataset" if p.row_parts else "")
     if len(p.rows) == 1 and len(p.cols) > 3 and p.row_title == "attack":
         attack = p.rows[0]
         lines = [f"**{p.metric}** ({p.scenario}; {arrow}) — attack: {p.label(attack)}", ""]
@@ -406,7 +472,10 @@ def to_csv(p: Pivot) -> str:
     w = csv.writer(buf)
     w.writerow(["scenario", "metric", "attack", "defense", "value", "se"])
     for (r, c), v in p.values.items():
-        w.writerow([p.scenario, p.metric, r, c, v, p.errors.get((r, c), "")])
+        scenario, attack = p.scenario, r
+        if r in p.row_parts:  # a table over several datasets: each row's dataset as a one-dataset table names it
+            scenario, attack = f"{p.scenario.split(': ')[0]}: {p.row_parts[r][0]}", p.row_parts[r][1]
+        w.writerow([scenario, p.metric, attack, c, v, p.errors.get((r, c), "")])
     return buf.getvalue()
 
 
@@ -709,7 +778,8 @@ def write_report(
             files.extend(out_dir / g.src for g in grids)
         for scenario, png in galleries:
             gallery_grid = report_html.Grid(png.name, f"reconstructions side by side ({scenario}): truths, then each cell, best first")
-            sections.setdefault(scenario, report_html.Section(scenario)).grids.insert(0, gallery_grid)
+            section = scenario.split(": ")[0]  # a gallery per dataset is titled 'scenario: dataset'
+            sections.setdefault(section, report_html.Section(section)).grids.insert(0, gallery_grid)
         exp_id = str(tracker.experiment_id(experiment, create=False))
         failed = report_html.failed_cells(tracker, exp_id, {r.cell_hash for r in rows}, parent_id)
         page = report_html.page(experiment, command, tracker.uri, rows,

@@ -41,7 +41,11 @@ def test_a_path_in_the_config_file_is_read_from_its_folder(tmp_path):
     (tmp_path / "cfg" / "photos").mkdir()
     done = _dry_run(tmp_path, config)
     assert done.returncode == 0, done.stderr
-    assert f"image-folder(root={tmp_path}/cfg/photos) | pixelate(block=2) | as-released" in done.stdout
+    # Only cfg/photos exists (a root that is not there is an error): the label names it by its stem.
+    assert not (tmp_path / "photos").exists()
+    assert "image-folder(root=photos) | pixelate(block=2) | as-released" in done.stdout
+    resolved = resolve_config_paths(load_config(config), load_registry())
+    assert resolved.datasets[0]["root"] == f"{tmp_path}/cfg/photos"
 
 
 def test_a_path_given_with_set_is_read_from_the_shell_folder(tmp_path):

@@ -271,6 +271,7 @@ def test_parameter_table_of_a_sweep(toy_registry, tracker, tmp_path):
     runs = tracker.cell_runs(tracker.experiment_id("toy", create=False))
     assert {"dataset.n", "defense.sigma"} <= set(runs[0].data.params)
     expected = {(r.data.params["dataset.n"], r.data.params["defense.sigma"]): r.data.metrics["images/ssim"] for r in runs}
+    se = {(r.data.params["dataset.n"], r.data.params["defense.sigma"]): r.data.metrics["images/ssim_se"] for r in runs}
     out = write_report(tracker, "toy", tmp_path / "table", ["images/ssim", "utility/distortion"], ["md", "html"],
                        tables=[(["dataset.n"], "defense.sigma")], log_to_parent=False)
     lines = out.markdown.splitlines()
@@ -279,7 +280,7 @@ def test_parameter_table_of_a_sweep(toy_registry, tracker, tmp_path):
     ssim_rows = [line for line in lines if line.startswith("| toy-denoise, n=")]
     assert [row.split(" | ")[0] for row in ssim_rows] == ["| toy-denoise, n=2", "| toy-denoise, n=3"]
     cells = ssim_rows[0].strip("| ").split(" | ")[1:]
-    assert cells == [f"{expected[('2', '0.05')]:.3f}", f"{expected[('2', '0.2')]:.3f}"]
+    assert cells == [f"{expected[(n, s)]:.3f} ± {se[(n, s)]:.3f}" for n, s in [("2", "0.05"), ("2", "0.2")]]  # as in the pivots
     assert any(line.startswith("| n=2 |") for line in lines)  # a utility metric has no attack in its rows
     assert "attack \\ defense" not in out.markdown
 
