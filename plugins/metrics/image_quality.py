@@ -17,6 +17,7 @@ import numpy as np
 from vispriv.harness import CellContext, Images, Metric, mean_se
 from vispriv.harness.artifacts import save_csv
 from vispriv.harness.errors import InputError
+from vispriv.harness.similarity import ssim
 
 
 def _paired(truth: Images, estimate: Images) -> tuple[np.ndarray, np.ndarray]:
@@ -40,15 +41,10 @@ def _mae(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def _ssim(a: np.ndarray, b: np.ndarray) -> float:
-    """scikit-image SSIM (Wang et al. 2004), data_range=1; the 7-pixel window shrinks to
-    the largest odd size that fits images smaller than 7 pixels."""
-    from skimage.metrics import structural_similarity
-
-    side = min(a.shape[0], a.shape[1])
-    if side < 3:
-        raise InputError(f"SSIM needs images of at least 3x3 pixels; got {a.shape[0]}x{a.shape[1]}")
-    win = min(7, side if side % 2 else side - 1)
-    return float(structural_similarity(a, b, data_range=1.0, channel_axis=-1, win_size=win))
+    """scikit-image SSIM (Wang et al. 2004), data_range=1, colour images compared channel by
+    channel; the 7-pixel window shrinks to the largest odd size that fits images smaller than
+    7 pixels (:func:`vispriv.harness.similarity.ssim`, which the report's gallery quotes too)."""
+    return ssim(a, b)
 
 
 def _psnr(a: np.ndarray, b: np.ndarray) -> float:
