@@ -591,6 +591,8 @@ def write_report(
 ) -> ReportFiles:
     """Write tables, heatmaps and curves for ``experiment`` into ``out_dir``.
 
+    Files an earlier run wrote into ``out_dir`` and this one does not are removed (only those:
+    :mod:`vispriv.harness.report.manifest`).
     The HTML page (:mod:`vispriv.harness.report.html`) also shows up to ``grids_per_scenario``
     PNG artifacts of the cell runs (reconstruction grids), copied into ``out_dir/grids``.
     ``cell_hashes`` limits the report to those cells (e.g. the current matrix's).
@@ -618,6 +620,7 @@ def write_report(
     from vispriv.harness.report import html as report_html
     from vispriv.harness.report import paired as report_paired
     from vispriv.harness.report import strongest as report_strongest
+    from vispriv.harness.report.manifest import replace_manifest
 
     formats = formats or ["md"]
     rows = collect(tracker, experiment, parent_id, cell_hashes)
@@ -715,6 +718,7 @@ def write_report(
         page = report_html.page(experiment, command, tracker.uri, rows,
                                 [sections[k] for k in sorted(sections)], curve_figs, failed, frontier_figs)
         files.append(write_text(out_dir / "report.html", page))
+    replace_manifest(out_dir, files)
     if log_to_parent:
         parents = tracker.parent_runs(str(tracker.experiment_id(experiment, create=False)))
         if parents:
