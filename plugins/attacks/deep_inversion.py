@@ -170,6 +170,7 @@ class PublicMeanImage(Attack):
     common public label. A defense stops an inversion when the inversion scores near this."""
 
     name = "public-mean-image"
+    no_leak = True
     version = "1.0"
     scenario = "federated-learning"
     Config = PluginConfig

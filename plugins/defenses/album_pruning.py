@@ -64,6 +64,7 @@ class NoPruning(Defense):
     name = "none"
     version = "1.0"
     scenario = SCENARIO
+    headline = ("kept_fraction",)
     consumes = (Albums,)
     produces = (KeptAlbums,)
 
@@ -109,6 +110,7 @@ class AlbumPruning(Defense):
     name = "album-pruning"
     version = "1.0"
     scenario = SCENARIO
+    headline = ("kept_fraction",)
     consumes = (Albums,)
     produces = (KeptAlbums,)
 

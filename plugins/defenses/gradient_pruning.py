@@ -51,6 +51,7 @@ class GradientPruning(Defense):
     name = "gradient-pruning"
     version = "1.0"
     scenario = "federated-learning"
+    headline = ("test_accuracy", "ami")
     Config = GradientPruningConfig
     consumes = (DeepFederatedData,)
     produces = (DeepPlaintextUpdates,)
