@@ -68,6 +68,10 @@ class Scale:
         red at the recognisable threshold (20)``, or ``colours: relative to this table``."""
         if not self.anchored:
             return "colours: relative to this table"
+        if self.green.value == self.red.value:  # every value on one side of the one anchored end
+            if self.red.anchored:
+                return f"colours: red at or beyond {_end_text(self.red)}, green short of it"
+            return f"colours: green at or short of {_end_text(self.green)}, red beyond it"
         return f"colours: green at {_end_text(self.green)}, red at {_end_text(self.red)}"
 
 

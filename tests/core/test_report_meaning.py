@@ -71,7 +71,9 @@ def test_a_failed_attack_below_the_recognisable_line_is_not_red_beside_a_stronge
 
 def test_a_one_cell_table_is_coloured_by_what_its_value_means():
     """A 1x1 table was always neutral."""
-    assert _pivot("images/psnr", {"dlg": 25.0}, PSNR_ANCHORS).colour_position(25.0) == 0.0
+    above = _pivot("images/psnr", {"dlg": 25.0}, PSNR_ANCHORS)
+    assert above.colour_position(25.0) == 0.0
+    assert above.scale_text() == "colours: red at or beyond the recognisable threshold (20), green short of it"
     assert _pivot("images/psnr", {"dlg": 12.0}, PSNR_ANCHORS).colour_position(12.0) == 1.0
     neutral = _pivot("images/psnr", {"dlg": 12.0})
     assert neutral.colour_position(12.0) == 0.5 and neutral.scale_text() == "colours: relative to this table"
