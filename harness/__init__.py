@@ -10,6 +10,8 @@ from vispriv.harness.errors import ConfigError, PluginError, VisprivError
 from vispriv.harness.hookspecs import hookimpl
 from vispriv.harness.payloads import Images, Labels, Payload, Rankings, Scene
 from vispriv.harness.plugin import (
+    Anchor,
+    Anchors,
     Attack,
     AttackResult,
     Dataset,
@@ -25,6 +27,8 @@ from vispriv.harness.stats import mean_se
 from vispriv.harness.threads import blas_threads, torch_threads
 
 __all__ = [
+    "Anchor",
+    "Anchors",
     "Attack",
     "AttackResult",
     "Cache",

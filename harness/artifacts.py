@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from vispriv.harness.data.bundled import to_uint8
+from vispriv.harness.similarity import ssim
 from vispriv.harness.writes import write_file
 
 
@@ -60,9 +61,8 @@ def image_grid_figure(
     lines = [str(t).splitlines() or [""] for t in row_titles]
     margin_in = 0.3 + 0.065 * max(len(line) for title in lines for line in title)
     row_in = max(1.7, 0.4 + 0.13 * max(len(title) for title in lines))
-    fig, axes = plt.subplots(
-        len(rows), n_cols, figsize=(1.6 * n_cols + margin_in, row_in * len(rows)), squeeze=False
-    )
+    width_in = 1.6 * n_cols + margin_in
+    fig, axes = plt.subplots(len(rows), n_cols, figsize=(width_in, row_in * len(rows)), squeeze=False)
     for r, (stack, title) in enumerate(zip(rows, row_titles)):
         for c in range(n_cols):
             ax = axes[r][c]
@@ -77,6 +77,9 @@ def image_grid_figure(
             if r == 0 and col_titles is not None and c < len(col_titles):
                 ax.set_title(col_titles[c], fontsize=7)
     fig.tight_layout()
+    # tight_layout shrinks the images of a one- or two-column grid less than the titles need:
+    # the margin is kept for them whatever it did.
+    fig.subplots_adjust(left=max(fig.subplotpars.left, margin_in / width_in))
     return fig
 
 
@@ -108,14 +111,22 @@ def spread_indices(n: int, k: int) -> np.ndarray:
 def save_reconstruction_sample(path: Path, ids: Sequence[str], truth: np.ndarray, estimate: np.ndarray) -> Path:
     """Save a few (truth, estimate) image pairs as 8-bit arrays for the report's side-by-side gallery.
 
-    ``truth`` and ``estimate`` are (N, H, W, C) in [0, 1] with the same shape. The report
-    (:func:`vispriv.harness.report.gallery.gallery_png`) stacks the samples of every cell
+    ``truth`` and ``estimate`` are (N, H, W, C) in [0, 1] with the same shape, as the metrics
+    compare them. Beside the 8-bit pictures the file keeps each pair's SSIM
+    (:func:`vispriv.harness.similarity.ssim`, the ``ssim`` metric's) computed on these float
+    images (the estimate clipped to [0, 1], as the metrics clip it), so the gallery's row titles
+    quote the number the table shows, not one of the rounded copies. The report
+    (:func:`vispriv.harness.report.gallery.gallery_pngs`) stacks the samples of every cell
     that shows the same ids, one row per cell, under one row of truths.
     """
     truth, estimate = np.asarray(truth), np.asarray(estimate)
     if truth.shape != estimate.shape or truth.ndim != 4 or len(ids) != len(truth):
         raise ValueError(f"truth {truth.shape} and estimate {estimate.shape} must both be (N, H, W, C) with N = {len(ids)} ids")
-    arrays = {"ids": np.asarray(list(ids), dtype=str), "truth": to_uint8(truth), "estimate": to_uint8(estimate)}
+    clipped = np.clip(estimate, 0.0, 1.0)
+    small = min(truth.shape[1:3]) < 3  # no SSIM below 3 x 3 pixels: the gallery says so
+    scores = np.array([np.nan if small else ssim(t, e) for t, e in zip(truth, clipped)], dtype=np.float64)
+    arrays = {"ids": np.asarray(list(ids), dtype=str), "truth": to_uint8(truth), "estimate": to_uint8(estimate),
+              "ssim": scores}
     return write_file(path, lambda tmp: np.savez_compressed(tmp, **arrays))
 
 

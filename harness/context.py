@@ -19,10 +19,10 @@ T = TypeVar("T")
 class Progress(Protocol):
     """What a long loop of a plugin is wrapped in: :meth:`CellContext.progress` or :func:`no_progress`."""
 
-    def __call__(self, iterable: Iterable[T], desc: str = "", total: int | None = None) -> Iterable[T]: ...
+    def __call__(self, iterable: Iterable[T], desc: str = "", total: int | None = None, unit: str = "step") -> Iterable[T]: ...
 
 
-def no_progress(iterable: Iterable[T], desc: str = "", total: int | None = None) -> Iterable[T]:
+def no_progress(iterable: Iterable[T], desc: str = "", total: int | None = None, unit: str = "step") -> Iterable[T]:
     """The :class:`Progress` that shows nothing (a library call outside a matrix cell)."""
     return iterable
 
@@ -75,13 +75,14 @@ class CellContext:
         self.artifact_dir.mkdir(parents=True, exist_ok=True)
         return self.artifact_dir / name
 
-    def progress(self, iterable: Iterable[T], desc: str = "", total: int | None = None) -> Iterator[T]:
+    def progress(self, iterable: Iterable[T], desc: str = "", total: int | None = None, unit: str = "step") -> Iterator[T]:
         """Wrap ``iterable`` in a progress bar unless the matrix runs ``--quiet``.
 
         Off a terminal (no bar) with :attr:`heartbeat` set, a line every 30 s instead.
+        ``unit`` names what one item is (``inversion``, ``round``), in the bar and the line.
         """
         if self.quiet:
-            beat = self.heartbeat_for(desc, total)
+            beat = self.heartbeat_for(desc, total, unit)
             for step, item in enumerate(iterable):
                 yield item
                 if beat is not None:
@@ -89,8 +90,8 @@ class CellContext:
             return
         from tqdm.auto import tqdm
 
-        yield from tqdm(iterable, desc=desc, total=total, leave=False, dynamic_ncols=True)
+        yield from tqdm(iterable, desc=desc, total=total, leave=False, dynamic_ncols=True, unit=unit)
 
-    def heartbeat_for(self, stage: str, total: int | None = None) -> Heartbeat | None:
+    def heartbeat_for(self, stage: str, total: int | None = None, unit: str = "step") -> Heartbeat | None:
         """A heartbeat for a long stage of this cell, or None where bars or ``--quiet`` rule."""
-        return Heartbeat(stage, total) if self.heartbeat and self.quiet else None
+        return Heartbeat(stage, total, unit=unit) if self.heartbeat and self.quiet else None

@@ -92,6 +92,10 @@ class CellOutcome:
     cpu: str = ""
     #: Why a FINISHED cell has no privacy score (estimate keys matching no truth key, or no metric), else "".
     warning: str = ""
+    #: The metrics its plugins declare a report's default view (``Metric.headline``, ``Defense.headline``).
+    headline: list[str] = field(default_factory=list)
+    #: What values of its metrics mean (``Metric.anchors``), as logged: ``{"images/psnr": {"success": [20.0, "..."]}}``.
+    anchors: dict[str, dict[str, list[float | str]]] = field(default_factory=dict)
 
 
 def run_cell(cell: Cell, cache_dir: str | None, artifact_dir: str, quiet: bool = True) -> CellOutcome:
@@ -106,8 +110,9 @@ def run_cell(cell: Cell, cache_dir: str | None, artifact_dir: str, quiet: bool =
     quiet = quiet or not stderr_is_terminal()
     base = CellContext(seed=cell.seed, cache=Cache(cache_dir), artifact_dir=art, quiet=quiet, device=cell.device,
                        heartbeat=heartbeat)
+    meaning = Meaning()
     try:
-        metrics, directions, warning = _run(cell, base)
+        metrics, directions, warning = _run(cell, base, meaning)
         status, error, tb = "FINISHED", "", ""
     except Exception as exc:  # noqa: BLE001 -- a failing cell is recorded, the matrix goes on
         metrics, directions, warning = {}, {}, ""
@@ -126,7 +131,22 @@ def run_cell(cell: Cell, cache_dir: str | None, artifact_dir: str, quiet: bool =
         warning=warning,
         device=device_used(base),
         cpu=cpu_used(),
+        headline=meaning.headline if status == "FINISHED" else [],
+        anchors=meaning.anchors if status == "FINISHED" else {},
     )
+
+
+@dataclass
+class Meaning:
+    """What the plugins of one cell declare about its metrics, gathered while it runs."""
+
+    headline: list[str] = field(default_factory=list)
+    anchors: dict[str, dict[str, list[float | str]]] = field(default_factory=dict)
+
+    def add_headline(self, name: str) -> None:
+        """Declare ``name`` (a full metric name) a headline metric, once."""
+        if name not in self.headline:
+            self.headline.append(name)
 
 
 def stderr_is_terminal() -> bool:
@@ -161,7 +181,7 @@ def cpu_used() -> str:
     return f"{arch}; torch {torch.backends.cpu.get_cpu_capability()} kernels, {threads} thread{'s' if threads != 1 else ''}"
 
 
-def _run(cell: Cell, base: CellContext) -> tuple[dict[str, float], dict[str, bool], str]:
+def _run(cell: Cell, base: CellContext, meaning: Meaning) -> tuple[dict[str, float], dict[str, bool], str]:
     metrics: dict[str, float] = {}
     directions: dict[str, bool] = {}
     d_key, p_key = cell.dataset_key(), cell.defense_key()
@@ -174,6 +194,8 @@ def _run(cell: Cell, base: CellContext) -> tuple[dict[str, float], dict[str, boo
     for name, value in protected.utility.items():
         metrics[f"utility/{name}"] = float(value)
         directions[f"utility/{name}"] = protected.utility_directions.get(name, True)
+        if name in cell.defense.cls.headline:  # type: ignore[attr-defined]
+            meaning.add_headline(f"utility/{name}")
     if base.artifact_dir is not None:
         for file_name, text in protected.artifacts.items():
             base.artifact(file_name).write_text(text)
@@ -193,7 +215,7 @@ def _run(cell: Cell, base: CellContext) -> tuple[dict[str, float], dict[str, boo
         for name, value in result.metrics.items():
             metrics[prefix + name] = float(value)
             directions[prefix + name] = result.metric_directions.get(name, True)
-        scored += _score(cell, protected.truth, result, base, metrics, directions)
+        scored += _score(cell, protected.truth, result, base, metrics, directions, meaning)
         estimated |= set(result.estimate)
         if i + 1 < len(cell.attack):
             release = _next_release(result, stage.name, cell.attack[i + 1].cls)
@@ -218,8 +240,12 @@ def _score(
     ctx: CellContext,
     metrics: dict[str, float],
     directions: dict[str, bool],
+    meaning: Meaning,
 ) -> int:
-    """Score every estimate that has a truth of the same key; returns how many scores were written."""
+    """Score every estimate that has a truth of the same key; returns how many scores were written.
+
+    The metrics' headline names and anchors (what their values mean) go into ``meaning``.
+    """
     n = 0
     for key, estimate in result.estimate.items():
         if key not in truth:
@@ -229,10 +255,17 @@ def _score(
             metric_cls = stage.cls
             truth_types = metric_cls.truth_types or metric_cls.consumes  # type: ignore[attr-defined]
             if isinstance(estimate, metric_cls.consumes) and isinstance(truth[key], truth_types):
-                for name, value in stage.instance().score(truth[key], aligned, ctx).items():  # type: ignore[attr-defined]
+                instance = stage.instance()
+                scores = instance.score(truth[key], aligned, ctx)  # type: ignore[attr-defined]
+                for name, value in scores.items():
                     metrics[f"{key}/{name}"] = float(value)
                     directions[f"{key}/{name}"] = metric_cls.higher_is_better.get(name, True)  # type: ignore[attr-defined]
+                    if name in metric_cls.headline:  # type: ignore[attr-defined]
+                        meaning.add_headline(f"{key}/{name}")
                     n += 1
+                for name, anchors in instance.anchors(truth[key], aligned).items():  # type: ignore[attr-defined]
+                    if name in scores:
+                        meaning.anchors[f"{key}/{name}"] = anchors.to_json()
     return n
 
 

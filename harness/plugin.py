@@ -102,6 +102,34 @@ def is_utility_only(field: FieldInfo) -> bool:
     return any(m is UtilityOnly for m in field.metadata)
 
 
+@dataclass(frozen=True)
+class Anchor:
+    """A value of a metric that means something on its own (``Anchor(20.0, "recognisable")``)."""
+
+    value: float
+    meaning: str
+
+
+@dataclass(frozen=True)
+class Anchors:
+    """What a privacy metric's values mean, from the attack's point of view; reports anchor their colours to it.
+
+    ``nothing`` is the value of an attack that learned nothing (chance: ``k / L`` for top-k
+    accuracy over L places; none of the images recognisable); ``success`` the value from which
+    the attack has succeeded (the recognisable threshold of a reconstruction's PSNR, an identical
+    image's SSIM of 1). Either may be ``None``: the report then takes that end from the table, and
+    its legend says so. A table holding a no-leak baseline attack (:attr:`Attack.no_leak`) puts
+    the ``nothing`` end at that attack's value instead, the floor the data themselves set.
+    """
+
+    nothing: Anchor | None = None
+    success: Anchor | None = None
+
+    def to_json(self) -> dict[str, list[float | str]]:
+        """As logged in a cell run's ``vispriv.anchors`` tag: ``{"success": [20.0, "recognisable"]}``."""
+        return {k: [a.value, a.meaning] for k, a in (("nothing", self.nothing), ("success", self.success)) if a}
+
+
 class _Plugin:
     kind: ClassVar[str] = "plugin"
     name: ClassVar[str] = ""
@@ -181,6 +209,9 @@ class Defense(_Plugin):
 
     kind: ClassVar[str] = "defense"
     releases: ClassVar[dict[type[Payload], tuple[type[Payload], ...]]] = {}
+    #: The utility metrics (names in ``Protected.utility``) a report shows when no ``--metric`` is asked
+    #: for: the defense's cost, not its bookkeeping (timings, sizes).
+    headline: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def release_types(cls, inputs: tuple[type[Payload], ...]) -> tuple[type[Payload], ...]:
@@ -195,9 +226,17 @@ class Defense(_Plugin):
 
 
 class Attack(_Plugin):
-    """Tries to recover the private input from a release and public knowledge."""
+    """Tries to recover the private input from a release and public knowledge.
+
+    ``no_leak`` marks a baseline that uses nothing the release carries (the public mean
+    image, the most common public label): its score is what guessing from public knowledge
+    reaches, and a report's colours put "the attack learned nothing" at its value.
+    The attack's own ``AttackResult.metrics`` (steps, seconds, batch size) are bookkeeping:
+    reports show them uncoloured, never as a privacy score.
+    """
 
     kind: ClassVar[str] = "attack"
+    no_leak: ClassVar[bool] = False
 
     def attack(self, release: Payload, public: Payload | None, ctx: CellContext) -> AttackResult:
         raise NotImplementedError
@@ -215,9 +254,20 @@ class Metric(_Plugin):
     higher_is_better: ClassVar[dict[str, bool]] = {}
     #: Payload types accepted as the truth; empty means the same as ``consumes``.
     truth_types: ClassVar[tuple[type[Payload], ...]] = ()
+    #: The names (as in ``higher_is_better``) a report shows when no ``--metric`` is asked for;
+    #: standard errors and secondary statistics stay out of it.
+    headline: ClassVar[tuple[str, ...]] = ()
 
     def score(self, truth: Payload, estimate: Payload, ctx: CellContext) -> dict[str, float]:
         raise NotImplementedError
+
+    def anchors(self, truth: Payload, estimate: Payload) -> dict[str, Anchors]:
+        """What the values of the metrics this plugin emits mean (:class:`Anchors`), by name; none by default.
+
+        Called after :meth:`score` with the same payloads, so an anchor may depend on them (top-k
+        accuracy's chance is k over the number of places ranked).
+        """
+        return {}
 
 
 PLUGIN_KINDS: dict[str, type[_Plugin]] = {

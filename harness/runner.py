@@ -250,6 +250,8 @@ def cell_tags(cell: Cell) -> dict[str, str]:
         "vispriv.defense": cell.defense_label,
         "vispriv.attack": cell.attack_label,
         "vispriv.provenance": cell.dataset.instance().provenance(),  # type: ignore[attr-defined]
+        # An attack that uses nothing the release carries: the floor of a report's colours.
+        "vispriv.no_leak": "1" if len(cell.attack) == 1 and cell.attack[0].cls.no_leak else "0",  # type: ignore[attr-defined]
         "vispriv.versions": json.dumps(
             {s.cls.kind + ":" + s.name: s.cls.version for s in (cell.dataset, cell.defense, *cell.attack)}
         ),
@@ -265,6 +267,8 @@ def _log_cell(tracker: Tracker, experiment_id: str, parent: str, cell: Cell, out
         run_id,
         {
             "vispriv.higher_is_better": json.dumps(outcome.higher_is_better, sort_keys=True),
+            "vispriv.headline": json.dumps(outcome.headline),
+            "vispriv.anchors": json.dumps(outcome.anchors, sort_keys=True),
             "vispriv.seconds": f"{outcome.seconds:.2f}",
             "vispriv.device": outcome.device,
             "vispriv.cpu": outcome.cpu,

@@ -9,7 +9,10 @@ Child runs carry
   params   the cell's immutable configuration (``dataset.*``, ``defense.*``, ``attack.*``);
   tags     ``vispriv.kind=cell``, scenario, plugin names and versions, labels, cell hash,
            seed, vispriv version and git sha (a checkout's; ``unknown`` for a wheel), device,
-           and ``vispriv.higher_is_better`` (JSON: metric -> bool);
+           ``vispriv.higher_is_better`` (JSON: metric -> bool), ``vispriv.headline`` (JSON: the
+           metrics the plugins declare a report's default view), ``vispriv.anchors`` (JSON: what
+           values of a metric mean, ``Metric.anchors``) and ``vispriv.no_leak`` (1: an attack that
+           uses nothing the release carries);
   metrics  utility (``utility/...``), attack diagnostics (``attack/...``) and the scores of
            metric plugins (``<key>/<metric>``, e.g. ``images/ssim``);
   artifacts whatever the plugins wrote (grids, CSVs), ``traceback.txt`` for failed cells.

@@ -58,8 +58,14 @@ LEGEND = (
     '<p class="legend"><b>Colours are the defender\'s point of view:</b> red<span class="swatch"></span>green. '
     "A <b>privacy</b> metric is one an attack scores (its direction says how good the attack is): red where the "
     "attack succeeds, green where the defense holds (SSIM 1.0 of a reconstruction is red). A <b>utility</b> metric "
-    "(<code>utility/...</code>) is the defense's own: green at its better end. Each table says which it is. "
-    "Colours are relative to the values of one table.</p>"
+    "(<code>utility/...</code>) is the defense's own: green at its better end. An attack's bookkeeping "
+    "(<code>attack/...</code>: steps, seconds, batch size) is no privacy score and is not coloured. "
+    "Each table says which it is. <b>Anchored or relative:</b> where a metric says what its values mean, its "
+    "colours are anchored to that: red from the value at which the attack succeeds (a reconstruction's "
+    "recognisable threshold, an identical image), green at the value of an attack that learned nothing (the "
+    "no-leak baseline attack of the same table, else chance). Other metrics are coloured relative to the values "
+    "of their table (lowest to highest): compare their numbers across tables, not their colours. Each table names "
+    "its scale.</p>"
 )
 
 
@@ -155,6 +161,8 @@ def table_html(p: Pivot) -> str:
     bold = strongest_cells(p)
     if bold:
         arrow += "; bold: the strongest attack against each defense"
+    if p.scale_text():
+        arrow += "; " + html.escape(p.scale_text())
     where = p.scenario.split(": ", 1)[1] + "; " if ": " in p.scenario else ""
     head = "".join(f"<th>{html.escape(p.label(c))}</th>" for c in p.cols)
     body = []

@@ -25,16 +25,23 @@ import math
 from dataclasses import dataclass, field
 
 from vispriv.harness.errors import VisprivError
-from vispriv.harness.report.tables import CellRow, Pivot, _fmt, is_utility, pivot, resolve_metric, sense_text
-
-#: Metrics an attack logs about itself (time, steps, batch size): not a measure of its success.
-BOOKKEEPING_PREFIX = "attack/"
+from vispriv.harness.report.tables import (  # noqa: F401 -- BOOKKEEPING_PREFIX is read from here too
+    BOOKKEEPING_PREFIX,
+    CellRow,
+    Pivot,
+    _fmt,
+    is_bookkeeping,
+    is_utility,
+    pivot,
+    resolve_metric,
+    sense_text,
+)
 
 
 def ranks_attacks(metric: str) -> bool:
     """Whether ``metric`` scores how well an attack recovered the private input (so one attack
     can be the strongest): not a defense's utility, not an attack's bookkeeping."""
-    return not is_utility(metric) and not metric.startswith(BOOKKEEPING_PREFIX)
+    return not is_utility(metric) and not is_bookkeeping(metric)
 
 
 def strongest_of(values: dict[str, float], higher_is_better: bool) -> list[str]:

@@ -8,9 +8,14 @@ matrix seeds (``--set seed=N`` into one store) shows the mean over its runs ± t
 error across them.
 
 Colours take the defender's point of view (:func:`green_when_high`): a utility metric
-(``utility/...``) is green at the better end of its direction; every other metric scores
-an attack, its direction (the run's ``vispriv.higher_is_better`` tag) says how good the
-*attack* is, and the end where the attack succeeds is red. Each title says which.
+(``utility/...``) is green at the better end of its direction; an attack's bookkeeping
+(``attack/...``: steps, seconds, batch size) is no privacy score and is not coloured; every
+other metric scores an attack, its direction (the run's ``vispriv.higher_is_better`` tag) says
+how good the *attack* is, and the end where the attack succeeds is red. Each title says which.
+Where the metric's plugin says what its values mean, the scale is anchored to it
+(:mod:`vispriv.harness.report.colours`), else relative to the table.
+Without ``--metric`` a report shows each scenario's headline metrics, those its plugins
+declare (:func:`headline_metrics`).
 Heatmap ticks and curve legends name configs by the params that vary between them
 (:func:`config_labels`). The HTML page is laid out by :mod:`vispriv.harness.report.html`,
 privacy-utility frontiers are computed by :mod:`vispriv.harness.report.frontier`.
@@ -35,6 +40,7 @@ from vispriv.harness.errors import VisprivError
 from vispriv.harness.hashing import stable_hash
 from vispriv.harness.labels import relabel, short_value
 from vispriv.harness.path_labels import shortest_parts
+from vispriv.harness.report.colours import Scale, scale_of
 from vispriv.harness.stats import mean_se
 from vispriv.harness.tracking import Tracker, store_location
 from vispriv.harness.writes import make_folder, write_file, write_text
@@ -54,6 +60,12 @@ class CellRow:
     parent: str = ""
     cell_hash: str = ""
     provenance: str = ""
+    #: The metrics its plugins declare the default view (``vispriv.headline``; empty for older runs).
+    headline: list[str] = field(default_factory=list)
+    #: What values of its metrics mean (``vispriv.anchors``): ``{metric: {"success": [20.0, "..."]}}``.
+    anchors: dict[str, dict[str, list]] = field(default_factory=dict)
+    #: Whether its attack uses nothing the release carries (``vispriv.no_leak``).
+    no_leak: bool = False
 
 
 @dataclass
@@ -75,6 +87,10 @@ class Pivot:
     dataset: str = ""
     #: In a table over several datasets: each row's (dataset, attack) labels.
     row_parts: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: What the metric's values mean, as its cells logged them (:mod:`vispriv.harness.report.colours`).
+    anchors: dict[str, list] = field(default_factory=dict)
+    #: The no-leak baseline attack's value in this table (the mean over its cells), if it has one.
+    baseline: float | None = None
 
     @property
     def green_high(self) -> bool:
@@ -84,20 +100,32 @@ class Pivot:
     def sense(self) -> str:
         return sense_text(self.metric, self.higher_is_better)
 
+    @property
+    def scale(self) -> Scale | None:
+        """The colour scale: anchored to the metric's meaning where it has one, else relative to
+        this table's values; ``None`` for bookkeeping, which is not coloured."""
+        if is_bookkeeping(self.metric):
+            return None
+        anchors = {} if is_utility(self.metric) else self.anchors
+        return scale_of(list(self.values.values()), not self.green_high, anchors, self.baseline)
+
     def colour_position(self, value: float) -> float | None:
-        """Where ``value`` lies between the red (0.0) and the green (1.0) end of this
-        pivot's finite values (0.5 when they are all equal); ``None`` for a non-finite value."""
-        finite = [v for v in self.values.values() if math.isfinite(v)]
-        if math.isnan(value):
+        """Where ``value`` lies between the red (0.0) and the green (1.0) end of this pivot's
+        :attr:`scale` (a relative scale of equal values: 0.5); ``None`` for NaN or an uncoloured metric.
+
+        An infinite value lies beyond every finite one: the far end (PSNR of an exact copy: the worst for privacy).
+        """
+        if is_bookkeeping(self.metric) or math.isnan(value):
             return None
-        if math.isinf(value):  # beyond every finite value: the far end (PSNR of an exact copy: the worst for privacy)
-            t = 1.0 if value > 0 else 0.0
-        elif not finite:
-            return None
-        else:
-            lo, hi = min(finite), max(finite)
-            t = 0.5 if hi == lo else (value - lo) / (hi - lo)
-        return t if self.green_high else 1.0 - t
+        if math.isinf(value):
+            return 1.0 if (value > 0) == self.green_high else 0.0
+        scale = self.scale
+        return None if scale is None else scale.position(value)
+
+    def scale_text(self) -> str:
+        """What the colours are anchored to (:meth:`~vispriv.harness.report.colours.Scale.text`); empty when uncoloured."""
+        scale = self.scale
+        return "" if scale is None else scale.text()
 
     def label(self, key: str) -> str:
         """The compact label of a row or column (the one heatmaps, frontiers and paired tables show)."""
@@ -117,8 +145,17 @@ class Pivot:
 
 def is_utility(metric: str) -> bool:
     """Whether ``metric`` is a defense's own utility (``utility/...``); every other metric
-    (``images/ssim``, ``place/top1_accuracy``, ``attack/...``) scores an attack."""
+    (``images/ssim``, ``place/top1_accuracy``, ``attack/...``) belongs to an attack."""
     return metric.startswith("utility/")
+
+
+#: Metrics an attack logs about itself (time, steps, batch size): not a measure of its success.
+BOOKKEEPING_PREFIX = "attack/"
+
+
+def is_bookkeeping(metric: str) -> bool:
+    """Whether ``metric`` is an attack's own bookkeeping (``attack/...``): no privacy score, never coloured."""
+    return metric.startswith(BOOKKEEPING_PREFIX)
 
 
 def green_when_high(metric: str, higher_is_better: bool) -> bool:
@@ -138,6 +175,8 @@ def sense_text(metric: str, higher_is_better: bool, colour: bool = True) -> str:
     word = "higher" if higher_is_better else "lower"
     if is_utility(metric):
         return f"utility: {word} is better" + (" (green)" if colour else "")
+    if is_bookkeeping(metric):
+        return "the attack's bookkeeping, not a privacy score" + (" (not coloured)" if colour else "")
     return f"privacy: {word} = attack succeeds" + (" (red)" if colour else "")
 
 
@@ -192,6 +231,9 @@ def collect(
                 parent=tags.get("mlflow.parentRunId", ""),
                 cell_hash=h,
                 provenance=tags.get("vispriv.provenance", ""),
+                headline=json.loads(tags.get("vispriv.headline", "[]")),
+                anchors=json.loads(tags.get("vispriv.anchors", "{}")),
+                no_leak=tags.get("vispriv.no_leak") == "1",
             )
         )
     return out
@@ -205,6 +247,27 @@ def _unclamp(value: float) -> float:
 def metric_names(rows: list[CellRow]) -> list[str]:
     names = sorted({m for r in rows for m in r.metrics if not m.endswith("_se")})
     return names
+
+
+def headline_metrics(rows: list[CellRow]) -> dict[str, set[str]]:
+    """The metrics a report shows without ``--metric``: each with the scenarios that show it.
+
+    A scenario shows the headline metrics its cells' plugins declare (``Metric.headline``,
+    ``Defense.headline``) and logged. A scenario whose cells declare none (runs of an older
+    version, plugins that declare nothing) shows every metric but standard errors and an
+    attack's bookkeeping.
+    """
+    by_scenario: dict[str, set[str]] = defaultdict(set)
+    for r in rows:
+        by_scenario[r.scenario].update(m for m in r.headline if m in r.metrics)
+    for scenario, names in by_scenario.items():
+        if not names:
+            names.update(m for r in rows if r.scenario == scenario for m in metric_names([r]) if not is_bookkeeping(m))
+    out: dict[str, set[str]] = defaultdict(set)
+    for scenario, names in by_scenario.items():
+        for name in names:
+            out[name].add(scenario)
+    return {name: out[name] for name in sorted(out)}
 
 
 def resolve_metric(rows: list[CellRow], wanted: str) -> list[str]:
@@ -255,6 +318,9 @@ def pivot(rows: list[CellRow], metric: str, by_dataset: bool = False) -> list[Pi
             p.row_title = "dataset, attack"
         p.notes = sorted({r.provenance for r in rs if r.provenance})
         p.higher_is_better = next((r.higher_is_better.get(metric, True) for r in rs), True)
+        p.anchors = next((r.anchors[metric] for r in rs if metric in r.anchors), {})
+        baseline = [r.metrics[metric] for r in rs if r.no_leak and math.isfinite(r.metrics[metric])]
+        p.baseline = sum(baseline) / len(baseline) if baseline and not is_utility(metric) else None
         runs: dict[tuple[str, str], list[CellRow]] = defaultdict(list)
         for r in rs:
             runs[(row_of[(r.dataset, r.attack)], r.defense)].append(r)
@@ -518,14 +584,17 @@ def heatmap_figure(p: Pivot) -> Any:
                 ink = "white" if t is not None and abs(t - 0.5) > 0.35 else "black"  # on the dark ends
                 ax.text(j, i, _fmt(p.values[(r, c)], 3), ha="center", va="center", fontsize=7, color=ink)
     title = textwrap.fill(f"{p.metric} ({p.scenario})", width=int(width * 11))
-    ax.set_title(f"{title}\n{p.sense}", fontsize=9)
-    if finite:  # an all-infinite pivot (exact recovery everywhere) has no scale
+    scale_line = textwrap.fill(p.scale_text(), width=int(width * 12))
+    ax.set_title(f"{title}\n{p.sense}" + (f"\n{scale_line}" if scale_line else ""), fontsize=9)
+    scale = p.scale
+    if scale is not None and (finite or scale.anchored):  # an all-infinite relative pivot has no scale
         bar = fig.colorbar(im, ax=ax, aspect=12, pad=0.02)
-        lo, hi = min(finite), max(finite)
-        values = [lo, (lo + hi) / 2, hi] if hi > lo else [lo]
-        bar.set_ticks([p.colour_position(v) for v in values], labels=[_fmt(v, 3) for v in values])
+        ends = sorted({scale.green.value, scale.red.value})
+        values = [ends[0], (ends[0] + ends[-1]) / 2, ends[-1]] if len(ends) > 1 else ends
+        bar.set_ticks([scale.position(v) for v in values], labels=[_fmt(v, 3) for v in values])
         where = "green = better utility" if is_utility(p.metric) else "red = attack succeeds"
-        bar.set_label(f"{p.metric.split('/')[-1]}; {where}", fontsize=7)
+        how = "anchored" if scale.anchored else "relative to this table"
+        bar.set_label(f"{p.metric.split('/')[-1]}; {where}; {how}", fontsize=7)
         bar.ax.tick_params(labelsize=7)
     return fig
 
@@ -660,6 +729,8 @@ def write_report(
 ) -> ReportFiles:
     """Write tables, heatmaps and curves for ``experiment`` into ``out_dir``.
 
+    Files an earlier run wrote into ``out_dir`` and this one does not are removed (only those:
+    :mod:`vispriv.harness.report.manifest`).
     The HTML page (:mod:`vispriv.harness.report.html`) also shows up to ``grids_per_scenario``
     PNG artifacts of the cell runs (reconstruction grids), copied into ``out_dir/grids``.
     ``cell_hashes`` limits the report to those cells (e.g. the current matrix's).
@@ -687,14 +758,18 @@ def write_report(
     from vispriv.harness.report import html as report_html
     from vispriv.harness.report import paired as report_paired
     from vispriv.harness.report import strongest as report_strongest
+    from vispriv.harness.report.manifest import replace_manifest
 
     formats = formats or ["md"]
     rows = collect(tracker, experiment, parent_id, cell_hashes)
     if not rows:
         raise VisprivError(f"experiment {experiment!r} has no FINISHED cell runs to report")
     names: list[str] = []
-    for m in metrics or metric_names(rows):
+    for m in metrics or []:
         names.extend(n for n in resolve_metric(rows, m) if n not in names)
+    # Without --metric: each scenario's headline metrics, pivoted over that scenario's cells only.
+    shown_in = {n: {r.scenario for r in rows} for n in names} if metrics else headline_metrics(rows)
+    names = names or list(shown_in)
     for row_params, col_param in tables or []:
         check_table_params(rows, [*row_params, col_param])
     make_folder(out_dir)
@@ -721,7 +796,8 @@ def write_report(
                 scenario = t.scenario.split(": ")[0]
                 sections.setdefault(scenario, report_html.Section(scenario)).strongest.append(t)
     for name in names:
-        pivots = [q for rp, cp in tables for q in param_pivot(rows, name, rp, cp)] if tables else pivot(rows, name)
+        among = [r for r in rows if r.scenario in shown_in[name]]
+        pivots = [q for rp, cp in tables for q in param_pivot(among, name, rp, cp)] if tables else pivot(among, name)
         for p in pivots:
             stem = file_stem(f"{p.scenario}__{name}")
             png = heatmap_png(p, out_dir / f"heatmap_{stem}.png")
@@ -785,6 +861,7 @@ def write_report(
         page = report_html.page(experiment, command, tracker.uri, rows,
                                 [sections[k] for k in sorted(sections)], curve_figs, failed, frontier_figs)
         files.append(write_text(out_dir / "report.html", page))
+    replace_manifest(out_dir, files)
     if log_to_parent:
         parents = tracker.parent_runs(str(tracker.experiment_id(experiment, create=False)))
         if parents:

@@ -32,6 +32,7 @@ class FlatGrey(Attack):
     """Every image estimated by a flat grey at the public images' mean brightness (an attacker's floor)."""
 
     name = "flat-grey"
+    no_leak = True
     version = "1.0"
     scenario = SCENARIO
     description = "flat image at the public images' mean brightness: the floor an attacker reaches with no information"

@@ -99,7 +99,7 @@ class _DeepInversion(Attack):
         public_x = deep_public.public_tensor()
         images, labels, ids, sets = [], [], [], []
         recs: list[Reconstruction] = []
-        for j, (vector, job_ids, set_name) in enumerate(ctx.progress(jobs, desc=f"{self.name} inversions", total=len(jobs))):
+        for j, (vector, job_ids, set_name) in enumerate(ctx.progress(jobs, desc=self.name, total=len(jobs), unit="inversion")):
             update = unflatten(vector, model)
             knowledge.append(defense_knowledge(release.protocol, update, self.config.adapt))
             rec = invert(
@@ -170,6 +170,7 @@ class PublicMeanImage(Attack):
     common public label. A defense stops an inversion when the inversion scores near this."""
 
     name = "public-mean-image"
+    no_leak = True
     version = "1.0"
     scenario = "federated-learning"
     Config = PluginConfig

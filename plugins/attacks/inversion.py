@@ -394,6 +394,7 @@ class MeanImage(Attack):
     """The floor of every inversion: each image estimated by the mean (grey) public image."""
 
     name = "mean-image"
+    no_leak = True
     version = "1.0"
     scenario = SCENARIO
     consumes = (RawFeatures, LiftedFeatures, LdpFeatures)

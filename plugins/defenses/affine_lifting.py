@@ -54,6 +54,7 @@ class AffineLifting(Defense):
     name = "affine-lifting"
     version = "1.0"
     scenario = SCENARIO
+    headline = ("warp_homography_acc", "hpatches_homography_acc")
     consumes = (Images,)
     produces = (LiftedFeatures,)
 

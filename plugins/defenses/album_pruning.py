@@ -64,6 +64,7 @@ class NoPruning(Defense):
     name = "none"
     version = "1.0"
     scenario = SCENARIO
+    headline = ("kept_fraction",)
     consumes = (Albums,)
     produces = (KeptAlbums,)
 
@@ -109,6 +110,7 @@ class AlbumPruning(Defense):
     name = "album-pruning"
     version = "1.0"
     scenario = SCENARIO
+    headline = ("kept_fraction",)
     consumes = (Albums,)
     produces = (KeptAlbums,)
 
@@ -121,7 +123,7 @@ class AlbumPruning(Defense):
             check_k(cfg.k, models.n_places)
         protocol = public_protocol(self.name, cfg.model_dump())
         keeps, statuses, seconds, deleted_needed, own_pk = [], [], [], [], []
-        for a in ctx.progress(range(len(private)), desc="album pruning", total=len(private)):
+        for a in ctx.progress(range(len(private)), desc="album pruning", total=len(private), unit="album"):
             S = check_scores(models.log_probs(private.album(a), cfg.scores_from), int(private.places[a]))
             t = int(private.places[a])
             user_keep = None if private.keep is None else private.keep[private.offsets[a] : private.offsets[a + 1]]

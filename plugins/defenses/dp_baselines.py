@@ -59,6 +59,7 @@ class Prr10(Defense):
     name = "prr10"
     version = "1.0"
     scenario = "federated-learning"
+    headline = ("test_accuracy", "ami")
     Config = Prr10Config
     consumes = (FederatedData,)
     produces = (PublishedAverage,)
@@ -148,6 +149,7 @@ class Ra12(Defense):
     name = "ra12"
     version = "1.0"
     scenario = "federated-learning"
+    headline = ("test_accuracy", "ami")
     Config = Ra12Config
     consumes = (FederatedData,)
     produces = (PlaintextUpdates,)

@@ -89,6 +89,7 @@ class DpSgd(Defense):
     name = "dp-sgd"
     version = "1.0"
     scenario = "federated-learning"
+    headline = ("test_accuracy", "ami")
     Config = DpSgdConfig
     consumes = (DeepFederatedData,)
     produces = (DeepPlaintextUpdates,)

@@ -73,6 +73,7 @@ class Dphe(Defense):
     name = "dphe"
     version = "1.0"
     scenario = "federated-learning"
+    headline = ("test_accuracy", "ami")
     Config = DpheConfig
     consumes = (FederatedData, DeepFederatedData, ClusteringData)
     produces = (EncryptedUpdates, DeepPublishedAverage, EncryptedCentroidUpdates)

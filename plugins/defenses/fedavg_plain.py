@@ -41,6 +41,7 @@ class PlainFedAvg(Defense):
     name = "none"
     version = "1.0"
     scenario = "federated-learning"
+    headline = ("test_accuracy", "ami")
     Config = FederatedConfig
     consumes = (FederatedData, DeepFederatedData, CapturedUpdate, CapturedRound, ClusteringData)
     produces = (PlaintextUpdates, DeepPlaintextUpdates, DeepPublishedAverage, PlainCentroidUpdates)

@@ -75,6 +75,7 @@ class GradientPruning(Defense):
     name = "gradient-pruning"
     version = "1.1"
     scenario = "federated-learning"
+    headline = ("test_accuracy", "ami")
     Config = GradientPruningConfig
     consumes = (DeepFederatedData,)
     produces = (DeepPlaintextUpdates,)

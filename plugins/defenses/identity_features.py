@@ -21,6 +21,7 @@ class RawFeaturesRelease(Defense):
     name = "none"
     version = "1.0"
     scenario = SCENARIO
+    headline = ("warp_homography_acc", "hpatches_homography_acc")
     consumes = (Images,)
     produces = (RawFeatures,)
 

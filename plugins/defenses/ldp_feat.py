@@ -99,6 +99,7 @@ class LdpFeat(Defense):
     name = "ldp-feat"
     version = "1.0.0"
     scenario = "descriptor-release"
+    headline = ("warp_homography_acc", "hpatches_homography_acc")
     Config = LdpFeatConfig
     consumes = (Images, RawFeatures)
     produces = (LdpFeatures,)

@@ -15,6 +15,7 @@ class PublishAsIs(Defense):
     name = "none"
     version = "1.0"
     scenario = "image-release"
+    headline = ("pixel_change",)
     consumes = (Images,)
     produces = (Images,)
 
@@ -53,6 +54,7 @@ class Pixelate(Defense):
     name = "pixelate"
     version = "1.0"
     scenario = "image-release"
+    headline = ("pixel_change",)
     consumes = (Images,)
     produces = (Images,)
 

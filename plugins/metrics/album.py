@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vispriv.harness import CellContext, Labels, Metric, Rankings, mean_se
+from vispriv.harness import Anchor, Anchors, CellContext, Labels, Metric, Rankings, mean_se
 from vispriv.harness.artifacts import save_csv
 from vispriv.harness.errors import InputError
 
@@ -39,6 +39,13 @@ class ProtectedK(Metric):
     }
     #: The top-k accuracies whose standard errors (and per-album hits) this metric gives.
     KS = (1, 5)
+    headline = ("protected_k",)
+
+    def anchors(self, truth: Labels, estimate: Rankings) -> dict[str, Anchors]:
+        """A random ranking of L places puts (L - 1) / 2 of them above the truth on average; 0 is the true place first."""
+        n_places = estimate.scores.shape[1]
+        return {"protected_k": Anchors(Anchor((n_places - 1) / 2, "chance"),
+                                       Anchor(0.0, "true place first"))}
 
     def score(self, truth: Labels, estimate: Rankings, ctx: CellContext) -> dict[str, float]:
         index = {id_: i for i, id_ in enumerate(truth.ids)}

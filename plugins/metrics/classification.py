@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vispriv.harness import CellContext, Labels, Metric, PluginConfig, Rankings
+from vispriv.harness import Anchor, Anchors, CellContext, Labels, Metric, PluginConfig, Rankings
 from vispriv.harness.errors import InputError
 
 
@@ -24,6 +24,12 @@ class Accuracy(Metric):
     scenario = "any"
     consumes = (Labels,)
     higher_is_better = {"accuracy": True}
+    headline = ("accuracy",)
+
+    def anchors(self, truth: Labels, estimate: Labels) -> dict[str, Anchors]:
+        """Every label right is the attack's success; chance is unknown from the labels alone
+        (a batch need not hold every class): a no-leak baseline in the table sets that end."""
+        return {"accuracy": Anchors(success=Anchor(1.0, "every label right"))}
 
     def score(self, truth: Labels, estimate: Labels, ctx: CellContext) -> dict[str, float]:
         true = _aligned_labels(truth, estimate.ids)
@@ -44,6 +50,13 @@ class TopKAccuracy(Metric):
     consumes = (Rankings,)
     truth_types = (Labels,)
     higher_is_better = {"top1_accuracy": True, "top5_accuracy": True}
+    headline = ("top1_accuracy",)
+
+    def anchors(self, truth: Labels, estimate: Rankings) -> dict[str, Anchors]:
+        """Chance is k of the L classes ranked; success is the true class always among the top k."""
+        n_classes = estimate.scores.shape[1]
+        return {f"top{k}_accuracy": Anchors(Anchor(k / n_classes, "chance"), Anchor(1.0, "always right"))
+                for k in self.config.ks if 1 <= k <= n_classes}
 
     def score(self, truth: Labels, estimate: Rankings, ctx: CellContext) -> dict[str, float]:
         true = _aligned_labels(truth, estimate.ids)

@@ -45,6 +45,7 @@ class DescriptorRecovery(Metric):
     scenario = "descriptor-release"
     consumes = (RawFeatures,)
     higher_is_better = {"desc_cosine": True, "desc_l2": False, "desc_recovered": True}
+    headline = ("desc_cosine",)
 
     def score(self, truth: RawFeatures, estimate: RawFeatures, ctx: CellContext) -> dict[str, float]:
         if truth.n_keypoints != estimate.n_keypoints or not np.array_equal(truth.image_index, estimate.image_index):

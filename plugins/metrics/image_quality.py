@@ -14,9 +14,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from vispriv.harness import CellContext, Images, Metric, mean_se
+from vispriv.harness import Anchor, Anchors, CellContext, Images, Metric, mean_se
 from vispriv.harness.artifacts import save_csv
 from vispriv.harness.errors import InputError
+from vispriv.harness.similarity import ssim
 
 
 def _paired(truth: Images, estimate: Images) -> tuple[np.ndarray, np.ndarray]:
@@ -40,15 +41,10 @@ def _mae(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def _ssim(a: np.ndarray, b: np.ndarray) -> float:
-    """scikit-image SSIM (Wang et al. 2004), data_range=1; the 7-pixel window shrinks to
-    the largest odd size that fits images smaller than 7 pixels."""
-    from skimage.metrics import structural_similarity
-
-    side = min(a.shape[0], a.shape[1])
-    if side < 3:
-        raise InputError(f"SSIM needs images of at least 3x3 pixels; got {a.shape[0]}x{a.shape[1]}")
-    win = min(7, side if side % 2 else side - 1)
-    return float(structural_similarity(a, b, data_range=1.0, channel_axis=-1, win_size=win))
+    """scikit-image SSIM (Wang et al. 2004), data_range=1, colour images compared channel by
+    channel; the 7-pixel window shrinks to the largest odd size that fits images smaller than
+    7 pixels (:func:`vispriv.harness.similarity.ssim`, which the report's gallery quotes too)."""
+    return ssim(a, b)
 
 
 def _psnr(a: np.ndarray, b: np.ndarray) -> float:
@@ -103,10 +99,19 @@ def per_image_quality(
     ]
 
 
+#: PSNR (dB) from which a reconstruction counts as recognisable (the ``recognisable`` metric's default).
+RECOGNISABLE_DB = 20.0
+
+
 class _ImageMetric(Metric):
     scenario = "any"
     consumes = (Images,)
     key: ClassVar[str] = ""
+    #: The value from which the attack has succeeded (the colour scale's red end), if one is known.
+    success: ClassVar[Anchor | None] = None
+
+    def anchors(self, truth: Images, estimate: Images) -> dict[str, Anchors]:
+        return {self.key: Anchors(success=self.success)} if self.success else {}
 
     def score(self, truth: Images, estimate: Images, ctx: CellContext) -> dict[str, float]:
         rows = per_image_quality(truth, estimate, (self.key,))
@@ -128,6 +133,7 @@ class MAE(_ImageMetric):
     version = "1.0"
     key = "mae"
     higher_is_better = {"mae": False, "mae_se": False}
+    success = Anchor(0.0, "identical")
 
 
 class SSIM(_ImageMetric):
@@ -137,6 +143,8 @@ class SSIM(_ImageMetric):
     version = "1.0"
     key = "ssim"
     higher_is_better = {"ssim": True, "ssim_se": False}
+    headline = ("ssim",)
+    success = Anchor(1.0, "identical")
 
 
 class GMSD(_ImageMetric):
@@ -166,3 +174,5 @@ class PSNR(_ImageMetric):
     version = "1.0"
     key = "psnr"
     higher_is_better = {"psnr": True, "psnr_se": False, "psnr_exact_share": True}
+    headline = ("psnr",)
+    success = Anchor(RECOGNISABLE_DB, "the recognisable threshold")

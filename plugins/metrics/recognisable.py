@@ -15,13 +15,13 @@ from typing import ClassVar
 import numpy as np
 from pydantic import Field
 
-from vispriv.harness import CellContext, Images, Metric, PluginConfig
+from vispriv.harness import Anchor, Anchors, CellContext, Images, Metric, PluginConfig
 from vispriv.harness.artifacts import RECONSTRUCTION_SAMPLE, save_reconstruction_sample
-from vispriv.plugins.metrics.image_quality import _paired, per_image_quality
+from vispriv.plugins.metrics.image_quality import RECOGNISABLE_DB, _paired, per_image_quality
 
 
 class RecognisableConfig(PluginConfig):
-    threshold_db: float = Field(20.0, gt=0, description="PSNR (dB) from which a reconstruction counts as recognisable")
+    threshold_db: float = Field(RECOGNISABLE_DB, gt=0, description="PSNR (dB) from which a reconstruction counts as recognisable")
     gallery: int = Field(8, ge=0, le=64, description="(truth, reconstruction) pairs logged for the report's gallery")
 
 
@@ -34,6 +34,12 @@ class RecognisableShare(Metric):
     Config = RecognisableConfig
     consumes = (Images,)
     higher_is_better: ClassVar[dict[str, bool]] = {"recognisable_share": True, "psnr_median": True}
+    headline = ("recognisable_share", "psnr_median")
+
+    def anchors(self, truth: Images, estimate: Images) -> dict[str, Anchors]:
+        recognisable = Anchor(self.config.threshold_db, "the recognisable threshold")
+        return {"recognisable_share": Anchors(Anchor(0.0, "none recognisable"), Anchor(1.0, "all recognisable")),
+                "psnr_median": Anchors(success=recognisable)}
 
     def score(self, truth: Images, estimate: Images, ctx: CellContext) -> dict[str, float]:
         cfg: RecognisableConfig = self.config
@@ -66,6 +72,10 @@ class FaithfulShare(Metric):
     Config = FaithfulConfig
     consumes = (Images,)
     higher_is_better: ClassVar[dict[str, bool]] = {"faithful_share": True}
+    headline = ("faithful_share",)
+
+    def anchors(self, truth: Images, estimate: Images) -> dict[str, Anchors]:
+        return {"faithful_share": Anchors(Anchor(0.0, "none faithful"), Anchor(1.0, "all faithful"))}
 
     def score(self, truth: Images, estimate: Images, ctx: CellContext) -> dict[str, float]:
         cfg: FaithfulConfig = self.config

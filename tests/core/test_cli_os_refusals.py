@@ -75,7 +75,7 @@ def test_report_under_proc_and_sys_is_one_line_as_root(store_with_runs, tmp_path
     for out_dir, expected in cases:
         assert _one_error_line(_report(tmp_path, "--out", out_dir)) == expected
     line = _one_error_line(_report(tmp_path, "--out", "/proc"))  # the folder exists; its files are refused
-    assert line == "error: cannot write /proc/heatmap_toy__attack_calls.png: No such file or directory"
+    assert line == "error: cannot write /proc/heatmap_toy__images_faithful_share.png: No such file or directory"
     assert _runs(store_with_runs) == before
 
 
@@ -85,7 +85,7 @@ def test_report_on_a_full_disk_leaves_no_partial_file_and_keeps_the_store(store_
     folder.mkdir()
     before = _runs(store_with_runs)
     out = _report(tmp_path, "--out", str(folder), wrap=_full_disk(folder))
-    assert _one_error_line(out) == f"error: cannot write {folder}/heatmap_toy__attack_calls.png: No space left on device"
+    assert _one_error_line(out) == f"error: cannot write {folder}/heatmap_toy__images_faithful_share.png: No space left on device"
     assert out.stdout.strip().splitlines()[-1] == "left:"
     assert _runs(store_with_runs) == before
     assert _report(tmp_path, "--out", "reports").returncode == 0  # the store still reports

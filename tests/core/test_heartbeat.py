@@ -49,13 +49,27 @@ def test_progress_beats_only_off_a_terminal_and_never_under_quiet(capsys, monkey
     ticks = iter(range(0, 1000, 10))  # a clock that advances 10 s per reading
     monkeypatch.setattr("vispriv.harness.heartbeat.time.monotonic", lambda: float(next(ticks)))
     off_terminal = CellContext(quiet=True, heartbeat=True)
-    assert list(off_terminal.with_seed(3).progress(range(3), desc="album pruning", total=3)) == [0, 1, 2]
+    assert list(off_terminal.with_seed(3).progress(range(3), desc="album pruning", total=3, unit="album")) == [0, 1, 2]
     monkeypatch.undo()
     assert capsys.readouterr().err.splitlines() == [
-        "[album pruning] step 1/3, 10 s elapsed, ~20 s left",
-        "[album pruning] step 2/3, 20 s elapsed, ~10 s left",
-        "[album pruning] step 3/3, 30 s elapsed",
+        "[album pruning] album 1/3, 10 s elapsed, ~20 s left",
+        "[album pruning] album 2/3, 20 s elapsed, ~10 s left",
+        "[album pruning] album 3/3, 30 s elapsed",
     ]
     quiet = CellContext(quiet=True, heartbeat=False)
     assert list(quiet.progress(range(3), desc="album pruning", total=3)) == [0, 1, 2]
     assert capsys.readouterr().err == ""
+
+
+def test_a_deep_attack_counts_inversions_not_steps(capsys, monkeypatch):
+    """``[dlg inversions] step 1/1`` counted inversions in a word its ``steps`` setting uses for optimiser steps."""
+    import inspect
+
+    from vispriv.plugins.attacks import deep_inversion
+
+    assert 'ctx.progress(jobs, desc=self.name, total=len(jobs), unit="inversion")' in inspect.getsource(deep_inversion)
+    clock, out = Clock(), io.StringIO()
+    beat = Heartbeat("dlg", total=8, interval=30.0, stream=out, clock=clock, unit="inversion")
+    clock.now = 40.0
+    beat.tick(2)
+    assert out.getvalue().splitlines() == ["[dlg] inversion 2/8, 40 s elapsed, ~120 s left"]

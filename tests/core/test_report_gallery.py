@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from core_helpers import toy_config
 
+from vispriv.harness import CellContext, Images
 from vispriv.harness.artifacts import save_reconstruction_sample, spread_indices
 from vispriv.harness.config import validate_config
 from vispriv.harness.matrix import build_matrix
@@ -90,3 +91,39 @@ def test_long_row_titles_of_a_gallery_never_run_into_each_other_or_off_the_page(
         assert box.x1 <= ax.get_window_extent(renderer).x0, f"row {i} title runs into its images"
         for j, other in enumerate(boxes[i + 1:], start=i + 1):
             assert not box.overlaps(other), f"titles of rows {i} and {j} overlap"
+
+
+def _colour_pair(n: int = 1, side: int = 16) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(3)
+    truth = rng.random((n, side, side, 3))
+    estimate = np.clip(truth + rng.normal(0, 0.2, truth.shape) + [0.1, -0.2, 0.0], 0.0, 1.0)  # off in colour too
+    return truth, estimate
+
+
+def test_the_gallery_quotes_the_tables_ssim_for_the_same_images(tmp_path):
+    """One image read 0.67 in the gallery (grey, 8-bit) and 0.606 in the table (colour)."""
+    from vispriv.plugins.metrics.image_quality import SSIM
+
+    truth, estimate = (Images(x, ["a"]) for x in _colour_pair())  # the payloads the metrics receive
+    table = SSIM().score(truth, estimate, CellContext())["ssim"]
+    path = save_reconstruction_sample(tmp_path / "s.npz", ["a"], truth.images, estimate.images)
+    with np.load(path) as data:
+        sample = Sample("dlg vs none", ("a",), data["truth"], data["estimate"], data["ssim"])
+    assert sample.mean_ssim() == table
+    assert sample.ssim_text() == f"SSIM {table:.3f} on these"
+    older = Sample("written without the SSIM", ("a",), sample.truth, sample.estimate)  # only the 8-bit copies
+    assert older.ssim_text() == f"SSIM {older.mean_ssim():.3f} on these, 8-bit" and older.mean_ssim() != table
+
+
+def test_a_one_column_gallery_keeps_its_row_titles_on_the_page(tmp_path):
+    """A gallery of one image clipped its row titles at the page's left edge."""
+    from vispriv.harness.artifacts import image_grid_figure
+    from vispriv.harness.report.gallery import wrap_title
+
+    labels = ["truth", wrap_title("inverting-gradients(steps=2000) vs none (SSIM 0.606 on these)")]
+    fig = image_grid_figure([np.zeros((1, 16, 16, 3))] * 2, labels, ["a"], max_cols=1)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        box = ax.yaxis.label.get_window_extent(renderer)
+        assert box.x0 >= fig.bbox.x0 and box.x1 <= ax.get_window_extent(renderer).x0, ax.yaxis.label.get_text()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import html
+import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -76,3 +79,40 @@ def test_bad_captured_files_are_one_line(tmp_path):
                             "attacks": [{"name": "dlg", "steps": 1}]})
         assert message in done.stderr, done.stderr
         assert "Traceback" not in done.stderr.split("FAILED")[0]
+
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "federated.md"
+
+
+def _walkthrough() -> tuple[str, str, list[str]]:
+    """The script, the config and the commands of docs/federated.md, "Bring your own model and update"."""
+    text = DOC.read_text()
+    section = text.split("### Bring your own model and update\n", 1)[1].split("\n### ", 1)[0]
+    (script,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    (config,) = re.findall(r"```yaml\n(.*?)```", section, re.S)
+    commands = re.findall(r"^    ((?:python|vispriv) .*)$", section, re.M)
+    return script, config, commands
+
+
+def test_the_documented_walkthrough_runs_as_written(tmp_path):
+    """The doc's capture script, config and commands, run from its text: the model exports with a
+    dynamic batch, the attack recovers the label, and the report shows the headline metrics."""
+    script, config, commands = _walkthrough()
+    assert commands[0] == "python capture.py" and [c.split()[:2] for c in commands[1:]] == [
+        ["vispriv", "matrix"], ["vispriv", "report"]]
+    (tmp_path / "capture.py").write_text(script)
+    (tmp_path / "byo.yaml").write_text(config)
+    outputs = []
+    for command in commands:
+        args = shlex.split(command)
+        argv = [sys.executable, *args[1:]] if args[0] == "python" else [sys.executable, "-m", "vispriv", *args[1:]]
+        done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, f"{command}: {done.stderr[-2000:]}"
+        outputs.append(done.stdout)
+    (metrics,) = cell_metrics(tmp_path, "byo-update").values()
+    assert metrics["labels/accuracy"] == 1.0
+    report = outputs[-1]
+    shown = sorted(set(re.findall(r"^\*\*([a-z_/]+)\*\* \(", report, re.M)))
+    assert shown == ["images/psnr", "images/psnr_median", "images/recognisable_share", "images/ssim", "labels/accuracy"]
+    page = html.unescape((tmp_path / "reports" / "report.html").read_text())
+    assert re.search(r"<h3>images/psnr <small>\([^<]*colours: (green at|red at or beyond) [^<]*the recognisable threshold \(20\)", page)

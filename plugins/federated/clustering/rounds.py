@@ -76,7 +76,7 @@ def _rounds(
     ledger = RoundLedger(parties, [c_bar], [kmeans.adjusted_mutual_information(c_bar, private.test_features,
                                                                                 private.test_labels)])
 
-    for t in ctx.progress(range(rounds), desc="federated k-means rounds", total=rounds):
+    for t in ctx.progress(range(rounds), desc="federated k-means", total=rounds, unit="round"):
         updates, used = [], []
         for n in range(n_users):
             rows = private.rows_of(n)

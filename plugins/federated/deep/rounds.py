@@ -83,7 +83,7 @@ def run_deep_rounds(
     rng = ctx.rng("deep-rounds")
     acc = [accuracy(model, private.test_images, private.test_labels, work)]
     sent0 = avg0 = None
-    for t in ctx.progress(range(rounds), desc="federated rounds (deep)", total=rounds):
+    for t in ctx.progress(range(rounds), desc="federated (deep)", total=rounds, unit="round"):
         sent = []
         for n in range(private.n_users):
             rows = private.batch_rows(n, t)

@@ -21,6 +21,7 @@ class LeakCorrelation(Metric):
     scenario = "federated-learning"
     consumes = (Images,)
     higher_is_better = {"pixel_correlation": True}
+    headline = ("pixel_correlation",)
 
     def score(self, truth: Images, estimate: Images, ctx: CellContext) -> dict[str, float]:
         index = {id_: i for i, id_ in enumerate(truth.ids)}

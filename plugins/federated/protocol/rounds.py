@@ -277,7 +277,7 @@ def _run_rounds(
     w_bar = initial_classifier(public, cfg)
     ledger = RoundLedger(parties, [w_bar], [linear.accuracy(w_bar, private.test_features, private.test_labels)])
 
-    for t in ctx.progress(range(rounds), desc="federated rounds", total=rounds):
+    for t in ctx.progress(range(rounds), desc="federated", total=rounds, unit="round"):
         updates, used = [], []
         for n in range(n_users):
             rows = private.rows_of(n)
