@@ -177,7 +177,7 @@ def table_html(p: Pivot) -> str:
         body.append(f"<tr><th>{html.escape(p.label(r))}</th>{''.join(cells)}</tr>")
     return (
         f"<h3>{html.escape(p.metric)} <small>({html.escape(where)}{arrow}; rows: {html.escape(p.row_title)}, columns: {html.escape(p.col_title)})</small></h3>"
-        f"<table><tr><th>attack \\ defense</th>{head}</tr>{''.join(body)}</table>"
+        f"<table><tr><th>{html.escape(p.row_title)} \\ {html.escape(p.col_title)}</th>{head}</tr>{''.join(body)}</table>"
         + "".join(f"<p class=\"note\"><b>Data:</b> {html.escape(n)}</p>" for n in p.notes)
     )
 

@@ -115,3 +115,12 @@ def test_galleries_of_several_datasets_name_their_dataset(toy_registry, tracker,
     out = write_report(tracker, "toy", tmp_path / "rep", ["images/ssim"], log_to_parent=False)
     titles = re.findall(r"\*\*Reconstructions side by side \(([^)]*\)?)\)\*\*", out.markdown)
     assert titles == ["toy: toy-images(n=2)", "toy: toy-images(n=3)"]
+
+
+def test_the_html_table_header_names_its_rows_and_columns():
+    from vispriv.harness.report.html import table_html
+    from vispriv.harness.report.tables import Pivot
+
+    p = Pivot("images/ssim", "toy", ["a"], ["b"], values={("a", "b"): 0.5}, row_title="dataset, attack", col_title="attack.steps")
+    assert "<th>dataset, attack \\ attack.steps</th>" in table_html(p)
+    assert "attack \\ defense" not in table_html(p)
