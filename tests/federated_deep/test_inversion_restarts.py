@@ -59,16 +59,22 @@ def test_inverting_gradients_keeps_the_lowest_loss_over_restarts_and_iterates(sc
     assert [share for share, _ in runs] == [3, 2, 2]
     assert rec.steps == 7 and rec.evaluations == 7 + 3 == len(losses) and rec.stopped == "steps"
     assert rec.loss == min(losses) == min(loss for _, loss in runs)
+    # each restart returns the lowest of its own 4, 3, 3 evaluations, not its last one
+    segments = [losses[0:4], losses[4:7], losses[7:10]]
+    assert [loss for _, loss in runs] == [min(s) for s in segments]
+    assert segments[0].index(min(segments[0])) != len(segments[0]) - 1, segments  # its best is not its final iterate
     best_restart = min(range(3), key=lambda r: runs[r][1])
     assert best_restart == 1, runs  # neither the first nor the last restart: "keep the first" or "the last" both fail
     assert losses.index(min(losses)) not in (0, len(losses) - 1)
 
 
 def test_inverting_gradients_returns_an_image_in_the_box_whose_loss_is_the_reported_one(scene, recorded):
-    """Adam on the gradient's sign with a step of 1 leaves the box at once: only the clamp after every step
-    keeps the scored iterate and the returned (clamped) image the same point."""
+    """Adam on the gradient's sign moves every pixel by the step size, so pixels near 0 or 1 leave the box: only the
+    clamp after every step keeps the scored iterate and the returned (clamped) image the same point."""
     model, update, _ = scene
-    rec = invert(model, update, 1, SHAPE, 5, InversionSettings("inverting-gradients", steps=4, restarts=1, lr=1.0), seed=0)
+    _, losses = recorded
+    rec = invert(model, update, 1, SHAPE, 5, InversionSettings("inverting-gradients", steps=8, restarts=1, lr=0.3), seed=0)
+    assert losses.index(rec.loss) == 8  # the best is the last iterate, 8 steps from the start
     assert float(rec.images.min()) >= 0.0 and float(rec.images.max()) <= 1.0
     params = dict(trainable(model))
     again = client_update(model, rec.images, torch.as_tensor(rec.labels), LocalWork())
