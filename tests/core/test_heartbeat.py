@@ -73,3 +73,23 @@ def test_a_deep_attack_counts_inversions_not_steps(capsys, monkeypatch):
     clock.now = 40.0
     beat.tick(2)
     assert out.getvalue().splitlines() == ["[dlg] inversion 2/8, 40 s elapsed, ~120 s left"]
+
+
+def test_a_line_is_due_exactly_at_the_interval_and_the_estimate_needs_a_step_done_and_one_left():
+    clock, out = Clock(), io.StringIO()
+    beat = Heartbeat("", total=4, interval=30.0, stream=out, clock=clock)
+    clock.now = 29.5
+    beat.tick(0)
+    clock.now = 30.0
+    beat.tick(0)  # at the interval: due; no step done, no estimate
+    clock.now = 60.0
+    beat.tick(1)
+    clock.now = 90.0
+    beat.tick(4)  # every step done: nothing left to estimate
+    assert out.getvalue().splitlines() == [
+        "[working] step 0/4, 30 s elapsed",
+        "[working] step 1/4, 60 s elapsed, ~180 s left",
+        "[working] step 4/4, 90 s elapsed",
+    ]
+    assert Heartbeat("s", total=4, unit="").line(3, 30.0) == "[s] step 3/4, 30 s elapsed, ~10 s left"
+    assert Heartbeat("s", total=0).line(3, 30.0) == "[s] step 3, 30 s elapsed"

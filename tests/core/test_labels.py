@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from vispriv.harness import PluginConfig
 from vispriv.harness.config import validate_config
-from vispriv.harness.labels import config_label, relabel
+from vispriv.harness.labels import config_label, join_label, relabel, short_value, varying_keys
 from vispriv.harness.matrix import build_matrix, expand_entry
 from vispriv.harness.registry import load_registry
 from vispriv.harness.report import collect, config_labels
@@ -49,6 +49,31 @@ def test_nested_settings_are_dotted_keys_and_only_those_that_differ():
     assert config_label("inv", Inverter(network=Network(steps=300))) == "inv(network.steps=300)"
     assert config_label("inv", Inverter(dictionary_size=1024, sift=Network())) == "inv(dictionary_size=1024,sift=default)"
     assert config_label("inv", Inverter(sift=Network(lr=0.01))) == "inv(sift.lr=0.01)"
+
+
+class Tuned(PluginConfig):
+    """A plugin whose nested default is not the nested model's own default."""
+
+    network: Network = Network(steps=300)
+    weights: dict = {"a": 1.0, "b": {"c": 2}}
+
+
+def test_a_nested_setting_is_named_against_the_fields_default_not_the_nested_models():
+    assert config_label("t", Tuned()) == "t"
+    assert config_label("t", Tuned(network=Network(steps=300, lr=0.01))) == "t(network.lr=0.01)"
+    # Network()'s steps=400 is its own default but not the field's (300): it is named
+    assert config_label("t", Tuned(network=Network())) == "t(network.steps=400)"
+    assert config_label("t", Tuned(network=Network(lr=2.0))) == "t(network.lr=2,network.steps=400)"
+    assert config_label("t", Tuned(weights={"a": 1.0, "b": {"c": 3}})) == "t(weights.b.c=3)"
+    # a sweep axis at the field's default is named; one key of a nested model, dotted
+    assert config_label("t", Tuned(), keep=frozenset({"network.steps"})) == "t(network.steps=300)"
+    assert varying_keys([Tuned(), Tuned(network=Network(steps=300, lr=0.5))]) == frozenset({"network.lr"})
+
+
+def test_values_are_written_short_and_keys_sorted():
+    assert join_label("x", {"b": 1.0, "a": [2.0, 4.5], "c": "s"}) == "x(a=[2/4.5],b=1,c=s)"
+    assert join_label("x", {}) == "x"
+    assert short_value(0.5) == "0.5" and short_value(-3.0) == "-3" and short_value(True) == "True"
 
 
 def test_a_setting_the_plugin_ignores_in_its_mode_is_left_out():

@@ -75,7 +75,7 @@ def check_labels(path: Path, labels: np.ndarray, n: int) -> np.ndarray:
             raise InputError(f"{path}: attribute row {int(bad[0])} holds {arr[bad[0]].tolist()[:8]}; "
                              "an (N, L) label matrix must be 0/1")
     elif len(arr) and arr.min() < 0:
-        raise InputError(f"{path}: label row {int(np.argmin(arr))} is negative; classes are 0, 1, ...")
+        raise InputError(f"{path}: label row {int(np.flatnonzero(arr < 0)[0])} is negative; classes are 0, 1, ...")
     return arr
 
 
