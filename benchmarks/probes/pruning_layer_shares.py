@@ -11,6 +11,7 @@ whole; with the photos' 12-class head the same 90 % removes most convolution ent
 from __future__ import annotations
 
 import argparse
+import itertools
 
 import numpy as np
 
@@ -34,7 +35,7 @@ def main() -> None:
         for scope in ("update", "layer"):
             defense = GradientPruning(GradientPruning.Config(prune=args.prune, scope=scope, rounds=1))
             sent = defense.protect(scene.private, scene.public, CellContext(seed=0, quiet=True)).release.updates
-            shares = [np.mean([np.count_nonzero(u[a:b]) / (b - a) for u in sent]) for a, b in zip(bounds[:-1], bounds[1:])]
+            shares = [np.mean([np.count_nonzero(u[a:b]) / (b - a) for u in sent]) for a, b in itertools.pairwise(bounds)]
             cells = ", ".join(f"{n} {s:.2f}" for n, s in zip(names, shares) if n.endswith("weight"))
             print(f"head {head or scene.public.n_classes:>3} scope {scope:<6} sent share per weight tensor "
                   f"(mean of {len(sent)} users): {cells}")

@@ -20,6 +20,7 @@ update in plaintext.
 
 from __future__ import annotations
 
+import itertools
 from typing import Annotated, Literal
 
 import numpy as np
@@ -66,7 +67,7 @@ def prune_per_layer(update: np.ndarray, fraction: float, sizes: list[int]) -> np
     if sum(sizes) != update.size:
         raise ValueError(f"the layer sizes add up to {sum(sizes)} entries but the update has {update.size}")
     bounds = np.cumsum([0, *sizes])
-    return np.concatenate([prune_smallest(update[a:b], fraction) for a, b in zip(bounds[:-1], bounds[1:])])
+    return np.concatenate([prune_smallest(update[a:b], fraction) for a, b in itertools.pairwise(bounds)])
 
 
 class GradientPruning(Defense):

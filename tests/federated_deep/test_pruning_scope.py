@@ -3,6 +3,7 @@ the two settings that decide whether 90 % pruning stops the pruning-aware DLG on
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -49,7 +50,7 @@ def test_the_defense_prunes_every_sent_update_in_its_scope(scope):
     bounds = np.cumsum([0, *sizes])
     assert out.release.protocol["prune_scope"] == scope
     for sent in out.release.updates:
-        kept = [int(np.count_nonzero(sent[a:b])) for a, b in zip(bounds[:-1], bounds[1:])]
+        kept = [int(np.count_nonzero(sent[a:b])) for a, b in itertools.pairwise(bounds)]
         per_layer = [n - int(np.floor(round(0.9 * n, 9))) for n in sizes]
         if scope == "layer":
             assert kept == per_layer  # every tensor keeps exactly its own 10 % (no gradient entry is exactly 0)

@@ -88,8 +88,9 @@ def test_an_attack_scores_the_same_on_flowers_capture_and_on_vispriv_simulating_
     """The cross-check: the same model, batches, seed and round, once as Flower's server received it and
     once as vispriv's own federated-deep rounds (defense ``none``) compute it; DLG with the same seed
     scores each client's digit the same (per image within 0.5 dB, or both beyond 60 dB)."""
-    from vispriv.harness import CellContext
     from skimage.metrics import peak_signal_noise_ratio
+
+    from vispriv.harness import CellContext
     from vispriv.plugins.attacks.deep_inversion import Dlg
     from vispriv.plugins.defenses.fedavg_plain import PlainFedAvg
     from vispriv.plugins.federated.deep.payloads import DeepFederatedData
