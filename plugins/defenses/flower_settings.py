@@ -167,7 +167,7 @@ class FlowerPrivacy(Defense):
         env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
         cmd = [sys.executable, "-m", "vispriv.plugins.federated.flower.simulate", json.dumps(settings)]
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, env=env, cwd=root)
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, env=env, cwd=root, check=False)
         except subprocess.TimeoutExpired:
             raise PluginError(f"flower: the Flower simulation ({settings['privacy']}) ran past {TIMEOUT_S} s") from None
         if done.returncode != 0:

@@ -22,7 +22,7 @@ import yaml
 
 pytest.importorskip("flwr", reason="needs the vispriv[flower] extra")
 
-from mlflow.tracking import MlflowClient  # noqa: E402
+from mlflow.tracking import MlflowClient
 
 CLIP = 0.05
 LR = 0.1

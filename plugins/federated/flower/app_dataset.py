@@ -38,8 +38,8 @@ APP_MODEL = "vispriv.examples.flower.task:make_net"
 def arrays_sha256(arrays: dict[str, np.ndarray]) -> str:
     """A digest of named arrays (names, dtypes, shapes and bytes, in order): the global model's identity."""
     h = hashlib.sha256()
-    for name, value in arrays.items():
-        value = np.ascontiguousarray(value)
+    for name, raw in arrays.items():
+        value = np.ascontiguousarray(raw)
         h.update(f"{name}:{value.dtype.str}:{value.shape};".encode())
         h.update(value.tobytes())
     return h.hexdigest()
