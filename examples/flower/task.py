@@ -37,12 +37,19 @@ class AppSettings:
     capture_rounds: tuple[int, ...] = (1,)
     #: clients save their true batch of each round beside the capture (the optional scoring hook)
     save_truth: bool = True
-    #: plaintext | client-dp-fixed-clipping | server-dp-fixed-clipping | secaggplus (secagg_app.py)
+    #: plaintext | client-dp-fixed-clipping | server-dp-fixed-clipping | secaggplus |
+    #: secaggplus-client-dp-fixed-clipping (the last two: secagg_app.py)
     privacy: str = "plaintext"
     noise_multiplier: float = 0.0
     clipping_norm: float = 1.0
-    #: where the ServerApp writes the final global model (final-model.npz); "" for nowhere
+    #: where the ServerApp writes the final global model (final-model.npz) and Flower's centralized
+    #: evaluation of each round (evaluation.json); "" for nowhere
     out: str = ""
+    #: the server's held-out digits (the last ``test_images`` of the bundled set, no client's)
+    test_images: int = 200
+    #: seed of numpy's global generator in the server's process, which Flower's DP noise draws from
+    #: (-1: unseeded, as Flower leaves it)
+    noise_seed: int = -1
 
     def run_config(self) -> dict[str, float | int]:
         """The keys the capture records (those of Flower's quickstart run config)."""
@@ -63,6 +70,25 @@ def load_partition(partition_id: int, num_partitions: int, images_per_client: in
     rows = np.arange(partition_id, len(data.labels), num_partitions)[:images_per_client]
     images = torch.from_numpy(data.images[rows].transpose(0, 3, 1, 2).copy())
     return images, torch.from_numpy(data.labels[rows].astype(np.int64))
+
+
+def load_test(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The server's held-out digits: the last ``n`` bundled images (no client holds them while
+    ``num_clients x images_per_client`` stays below the 1,797 digits less ``n``) and their labels."""
+    data = load_bundled_digits(IMAGE_SIDE)
+    rows = np.arange(len(data.labels) - n, len(data.labels))
+    images = torch.from_numpy(data.images[rows].transpose(0, 3, 1, 2).copy())
+    return images, torch.from_numpy(data.labels[rows].astype(np.int64))
+
+
+def evaluate(net: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> tuple[float, float]:
+    """Mean cross-entropy and accuracy of ``net`` on ``images``: the server's centralized evaluation."""
+    net.eval()
+    with torch.no_grad():
+        logits = net(images)
+        loss = float(nn.functional.cross_entropy(logits, labels))
+        accuracy = float((logits.argmax(dim=1) == labels).float().mean())
+    return loss, accuracy
 
 
 def round_batch(images: torch.Tensor, labels: torch.Tensor, server_round: int, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:

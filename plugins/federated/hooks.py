@@ -28,6 +28,9 @@ def vispriv_register_datasets(register):
     from vispriv.plugins.federated.flower.dataset import FlowerCaptureDataset
 
     register(FlowerCaptureDataset)
+    from vispriv.plugins.federated.flower.app_dataset import FlowerAppDataset
+
+    register(FlowerAppDataset)
 
 
 @hookimpl
@@ -36,9 +39,10 @@ def vispriv_register_defenses(register):
     from vispriv.plugins.defenses.dp_sgd import DpSgd
     from vispriv.plugins.defenses.dphe import Dphe
     from vispriv.plugins.defenses.fedavg_plain import PlainFedAvg
+    from vispriv.plugins.defenses.flower_settings import FlowerPrivacy
     from vispriv.plugins.defenses.gradient_pruning import GradientPruning
 
-    for cls in (PlainFedAvg, Dphe, Prr10, Ra12, GradientPruning, DpSgd):
+    for cls in (PlainFedAvg, Dphe, Prr10, Ra12, GradientPruning, DpSgd, FlowerPrivacy):
         register(cls)
 
 

@@ -16,6 +16,7 @@ set to a folder named after the key, relative to the working directory, so that 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -99,12 +100,16 @@ def test_shipped_examples_keep_their_cells_and_seeds(tmp_path: Path, monkeypatch
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("VISPRIV_PLUGINS", raising=False)  # every built-in plugin, as a user has them
     registry = load_registry(strict=True)
-    got = {str(p.relative_to(ROOT)): example_cells(p, registry) for p in EXAMPLES}
+    # an example whose defense runs Flower builds only with the flower extra (its cells are pinned where it is)
+    skipped = {"flower/matrix.yaml"} if importlib.util.find_spec("flwr") is None else set()
+    got = {str(p.relative_to(ROOT)): example_cells(p, registry) for p in EXAMPLES if str(p.relative_to(ROOT)) not in skipped}
     if os.environ.get(UPDATE):
+        if skipped:
+            pytest.fail(f"install the flower extra before regenerating: {sorted(skipped)} would drop out")
         GOLDEN.parent.mkdir(exist_ok=True)
         GOLDEN.write_text(_dump(got))
         pytest.skip(f"rewrote {GOLDEN.name} ({sum(map(len, got.values()))} cells)")
-    want = json.loads(GOLDEN.read_text())
+    want = {k: v for k, v in json.loads(GOLDEN.read_text()).items() if k not in skipped}
     moved = [line for name in sorted(set(want) | set(got)) if (line := _moved(name, want.get(name, []), got.get(name, [])))]
     assert not moved, (
         "shipped examples' cells moved (a seed that moves changes every documented number):\n"

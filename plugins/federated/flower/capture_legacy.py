@@ -7,6 +7,10 @@ The workflow unmasks only the clients' weighted sum and hands ``Strategy.aggrega
 whose parameters all equal that aggregate: it is all the server sees of the clients' arrays, and
 all :class:`LegacyCaptureStrategy` writes (``aggregate.npz``; the replies list node ids and
 num-examples, no arrays). The SecAgg+ protocol itself (Bell et al., CCS 2020) is Flower's.
+
+Around Flower's legacy ``DifferentialPrivacyClientSideFixedClipping`` (the clients clip with
+``fixedclipping_mod`` before SecAgg+ masks) the protocol is ``secaggplus-client-dp-fixed-clipping``
+and the aggregate written is the unmasked mean of the clipped weights, before the wrapper noises it.
 """
 
 from __future__ import annotations
@@ -44,9 +48,14 @@ class LegacyCaptureStrategy(Strategy):
         self.strategy = strategy
         self.folder = Path(folder)
         self.rounds = None if rounds is None else {int(r) for r in rounds}
+        protocol, dp_settings = "secaggplus", {}
+        if type(strategy).__name__ == "DifferentialPrivacyClientSideFixedClipping":
+            protocol = "secaggplus-client-dp-fixed-clipping"
+            dp_settings = {k: float(getattr(strategy, k)) for k in ("noise_multiplier", "clipping_norm",
+                                                                     "num_sampled_clients")}
         self.manifest = Manifest(
-            protocol="secaggplus",
-            protocol_settings=plain_dict(protocol_settings or {}),
+            protocol=protocol,
+            protocol_settings=plain_dict({**(protocol_settings or {}), **dp_settings}),
             strategy=repr(strategy),
             flwr_version=flwr.__version__,
             run_config=plain_dict(run_config or {}),

@@ -122,7 +122,7 @@ class FlowerCaptureDataset(Dataset):
         module = build_module(cfg.model)
         load_arrays(module, global_arrays, cfg.model)
         names = list(trainable(module))
-        averaged = manifest.protocol == "secaggplus"
+        averaged = manifest.protocol.startswith("secaggplus")
         if averaged:
             if not entry.aggregate_file:
                 raise InputError(f"round {cfg.round} of {cfg.capture} holds no aggregate (SecAgg+ capture)")

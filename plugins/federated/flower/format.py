@@ -12,7 +12,8 @@ Every ``.npz`` is written by :func:`numpy.savez` with one entry per array, named
 Flower ``ArrayRecord`` (a PyTorch ``state_dict``'s keys), and read with ``allow_pickle=False``.
 The manifest holds ``format`` (``"vispriv-flower-capture"``), ``format_version``, the
 ``protocol`` that produced the capture (``plaintext``, ``client-dp-fixed-clipping``,
-``server-dp-fixed-clipping``, ``server-dp-adaptive-clipping``, ``secaggplus``) with its
+``server-dp-fixed-clipping``, ``server-dp-adaptive-clipping``, ``secaggplus``,
+``secaggplus-client-dp-fixed-clipping``) with its
 settings, the ``run_config`` the app reported (``local-epochs``, ``lr``, ``batch-size``, ...),
 the ``array_names`` in order, and per round the train config sent, each reply's node id,
 num-examples, metrics and file, with the SHA-256 of every file (a truncated file is caught
@@ -42,6 +43,7 @@ PROTOCOLS = (
     "server-dp-fixed-clipping",
     "server-dp-adaptive-clipping",
     "secaggplus",
+    "secaggplus-client-dp-fixed-clipping",
 )
 
 

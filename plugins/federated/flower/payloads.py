@@ -37,3 +37,20 @@ class CapturedRound(Payload):
         if not np.all(np.isfinite(self.updates)):
             raise InputError("the captured updates contain NaN or infinite values")
         self.labels = np.asarray(self.labels, np.int64).reshape(-1)
+
+
+@dataclass
+class FlowerApp(Payload):
+    """The example Flower app as the ``flower`` defense runs it: its public settings, the attacked round,
+    the model spec and a digest of the global arrays the server sends in that round.
+
+    ``settings`` are ``AppSettings`` fields (``num_clients``, ``images_per_client``, ``batch_size``,
+    ``local_epochs``, ``lr``, ``seed``, ``rounds``, ``test_images``); the clients' digits are the app's
+    own (no image travels in this payload: the defense's simulation keeps the true batches beside
+    its capture, and they become the truth).
+    """
+
+    settings: dict[str, Any]
+    round: int
+    model: str
+    global_sha256: str

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from vispriv.harness.errors import VisprivError
 from vispriv.plugins.federated.flower.extra import require_flwr
+from vispriv.plugins.federated.flower.simulate import PRIVACY
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -31,7 +32,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--local-epochs", type=int, default=1)
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--privacy", default="plaintext",
-                   choices=["plaintext", "client-dp-fixed-clipping", "server-dp-fixed-clipping", "secaggplus"])
+                   choices=list(PRIVACY))
     p.add_argument("--noise-multiplier", type=float, default=0.0)
     p.add_argument("--clipping-norm", type=float, default=1.0)
     p.add_argument("--no-attack", action="store_true", help="only simulate and capture")
