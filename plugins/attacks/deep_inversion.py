@@ -17,10 +17,11 @@ three methods and cites their equations; :mod:`vispriv.plugins.federated.deep.vi
 defense the attacker can know (:mod:`vispriv.plugins.federated.deep.adaptive`): against
 ``gradient-pruning`` the distance and the label recovery use only the entries each user sent
 (the nonzeros of its update); against ``dp-sgd`` the simulated update is clipped per example to
-the public C in every local step. ``adapt: none`` is the papers' attack, matching the whole
+the public C in every local step; against a Flower client-side clipping capture the simulated
+update is clipped as a whole to the public norm. ``adapt: none`` is the papers' attack, matching the whole
 update as received; its label reads ``dlg(adapt=none)`` so a matrix shows both. The attack's
 ``adaptive`` metric (1 or 0) says which knowledge it used, ``matched_share`` over what share of
-the update's entries it matched, ``clip_norm`` the C it simulated (0: none); bookkeeping, not
+the update's entries it matched, ``clip_norm`` the C it simulated (per example, else per update; 0: none); bookkeeping, not
 privacy scores.
 
 Estimates carry the public slot ids of the images they stand for and the set they belong to
@@ -125,7 +126,7 @@ class _DeepInversion(Attack):
             "batch_size": float(b),
             "adaptive": float(np.mean([k.adaptive for k in knowledge])),
             "matched_share": float(np.mean([k.matched_share() for k in knowledge])),
-            "clip_norm": float(np.mean([k.clip or 0.0 for k in knowledge])),
+            "clip_norm": float(np.mean([k.clip or k.update_clip or 0.0 for k in knowledge])),
         }
         directions = dict.fromkeys(metrics, True)
         directions.update({"gradient_loss": False, "seconds_per_inversion": False,

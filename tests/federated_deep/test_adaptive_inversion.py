@@ -169,3 +169,37 @@ def test_both_variants_are_labelled_apart_and_report_which_knowledge_they_used()
     assert 0.09 < adaptive.metrics["matched_share"] < 0.11 and careless.metrics["matched_share"] == 1.0
     assert adaptive.metrics["clip_norm"] == 0.0
     assert adaptive.metric_directions["adaptive"] and careless.estimate["images"].ids == adaptive.estimate["images"].ids
+
+
+def test_a_whole_update_clipping_norm_is_read_in_the_attacked_updates_units():
+    update = [torch.tensor([3.0, 4.0])]
+    fedsgd = defense_knowledge({"update_clip_norm": 0.05, "mode": "fedsgd", "lr": 0.1}, update)
+    assert fedsgd.update_clip == pytest.approx(0.5) and fedsgd.clip is None and fedsgd.adaptive
+    assert defense_knowledge({"update_clip_norm": 0.05, "mode": "fedavg", "lr": 0.1}, update).update_clip == 0.05
+    assert defense_knowledge({"update_clip_norm": 0.05, "mode": "fedsgd", "lr": 0.1}, update, "none").update_clip is None
+
+
+def test_the_simulated_update_is_clipped_as_a_whole_only_above_the_norm():
+    x, y, model = _case(2)
+    params = {k: p.detach().requires_grad_(True) for k, p in trainable(model).items()}
+    plain = simulate_known_update(model, params, x, y, LocalWork(), DefenseKnowledge())
+    norm = float(torch.sqrt(sum((u**2).sum() for u in plain)))
+    for clip in (norm / 4, norm * 2):
+        got = simulate_known_update(model, params, x, y, LocalWork(), DefenseKnowledge(update_clip=clip))
+        want = [u * min(1.0, clip / norm) for u in plain]
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-7)
+
+
+def test_update_clipping_aware_dlg_beats_the_careless_one_on_a_clipped_update():
+    x, y, model = _case(3)
+    gradient = client_update(model, x, y, LocalWork())
+    norm = float(torch.sqrt(sum((g**2).sum() for g in gradient)))
+    clipped = [g * (0.05 / norm) for g in gradient]  # clipped as a whole to 0.05, far below its norm
+    protocol = {"update_clip_norm": 0.005, "mode": "fedsgd", "lr": 0.1}  # 0.005 / lr = 0.05 in gradient units
+    got = {}
+    for adapt in ("auto", "none"):
+        rec = invert(model, clipped, 1, (3, 8, 8), 5, InversionSettings("dlg", steps=5), seed=0,
+                     knowledge=defense_knowledge(protocol, clipped, adapt))
+        got[adapt] = _psnr(rec.images, x)
+    assert got["auto"] > 40 and got["none"] < 20, got

@@ -105,3 +105,21 @@ def test_without_flower_the_example_stops_with_one_line_naming_the_extra(monkeyp
     assert run_example.main(["--capture", str(tmp_path / "c")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error:") and "pip install 'vispriv[flower]'" in err[0]
+
+
+@pytest.mark.parametrize(("flower_protocol", "averaged", "clip"), [
+    ("client-dp-fixed-clipping", False, 0.05),
+    ("plaintext", False, None),
+    ("server-dp-fixed-clipping", False, None),  # the server clips after receiving: the replies are raw
+    ("secaggplus-client-dp-fixed-clipping", True, None),  # clipped per client, but only the mean is seen
+])
+def test_only_client_side_clipping_tells_the_attacks_its_update_norm(capture, flower_protocol, averaged, clip):
+    from vispriv.plugins.federated.flower.outcome import captured_round_protected
+    from vispriv.plugins.federated.flower.payloads import CapturedRound
+
+    public = FlowerCaptureDataset(FlowerCaptureConfig(capture=str(capture), model=MODEL)).load(None).public
+    updates = np.ones((1 if averaged else 2, 3), np.float32)
+    private = CapturedRound(updates=updates, averaged=averaged, batch_size=1, node_ids=[1, 2],
+                            protocol={"flower_protocol": flower_protocol, "clipping_norm": 0.05, "noise_multiplier": 1.0})
+    protocol = captured_round_protected(private, public).release.protocol
+    assert protocol.get("update_clip_norm") == clip

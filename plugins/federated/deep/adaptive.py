@@ -18,6 +18,11 @@ from it and from the update itself the attacker knows:
   clipping to C in every local step (for B = 1, FedSGD: the simulated gradient rescaled by
   min(1, C / ||g||)); only the Gaussian noise, whose draw it does not know, remains between
   its simulation and the update.
+* **Update clipping** (``update_clip_norm`` in the protocol: Flower's client-side fixed
+  clipping, "Differentially Private Federated Learning: A Client Level Perspective", Geyer et
+  al., 2017, which clips each client's whole update w_E - w to norm C): the attacker simulates
+  the plain update and rescales it by min(1, C / ||Δ||), in the units of the attacked update
+  (a FedSGD gradient is (w - w_E) / lr, so its norm is clipped to C / lr).
 
 Nothing private enters: no noise draw, no key. :func:`averaged_noise_std` is the analytic
 gain of an attacker who sees the same user's same clipped gradient in R rounds (the release
@@ -47,15 +52,17 @@ class DefenseKnowledge:
 
     ``sent``: one boolean tensor per parameter, True where the user's entry was sent (None:
     every entry is matched); ``clip``: DP-SGD's per-example clipping norm C (None: no clipping
-    is simulated).
+    is simulated); ``update_clip``: the norm the whole simulated update is clipped to, in the
+    attacked update's units (None: not clipped).
     """
 
     sent: list[torch.Tensor] | None = None
     clip: float | None = None
+    update_clip: float | None = None
 
     @property
     def adaptive(self) -> bool:
-        return self.sent is not None or self.clip is not None
+        return self.sent is not None or self.clip is not None or self.update_clip is not None
 
     def matched_share(self) -> float:
         """The share of the update's entries the distance is computed over."""
@@ -66,20 +73,26 @@ class DefenseKnowledge:
 
     def to(self, device: str) -> DefenseKnowledge:
         sent = None if self.sent is None else [m.to(device) for m in self.sent]
-        return DefenseKnowledge(sent, self.clip)
+        return DefenseKnowledge(sent, self.clip, self.update_clip)
 
 
 def defense_knowledge(protocol: dict[str, Any], update: list[torch.Tensor], adapt: Adapt = "auto") -> DefenseKnowledge:
     """What the attacker of ``update`` knows under ``protocol`` (nothing when ``adapt`` is "none").
 
     A pruned update (``prune`` > 0) is matched on its nonzero entries; a DP-SGD update
-    (``max_grad_norm``) is simulated with per-example clipping to that C.
+    (``max_grad_norm``) is simulated with per-example clipping to that C; an update clipped as a
+    whole (``update_clip_norm`` C, in weight units) is simulated clipped to C, or to C / lr
+    where the attacked update is a FedSGD gradient (``mode`` fedsgd).
     """
     if adapt == "none":
         return DefenseKnowledge()
     sent = [u != 0 for u in update] if float(protocol.get("prune", 0.0) or 0.0) > 0 else None
     clip = protocol.get("max_grad_norm")
-    return DefenseKnowledge(sent, None if clip is None else float(clip))
+    update_clip = protocol.get("update_clip_norm")
+    if update_clip is not None and protocol.get("mode") == "fedsgd":
+        update_clip = float(update_clip) / float(protocol["lr"])
+    return DefenseKnowledge(sent, None if clip is None else float(clip),
+                            None if update_clip is None else float(update_clip))
 
 
 def clipped_mean_gradient(
@@ -122,13 +135,20 @@ def simulate_known_update(
     create_graph: bool = False,
 ) -> list[torch.Tensor]:
     """The update the attacker expects from ``images``/``labels``: the plain one, or DP-SGD's
-    clipped one (clipping in every local step, as the defense does, without its noise)."""
+    clipped one (clipping in every local step, as the defense does, without its noise); then,
+    where the defense clips whole updates, rescaled by min(1, C / ||update||)."""
     if knowledge.clip is None:
-        return simulate_update(model, params, images, labels, work, create_graph=create_graph)
-    clip = knowledge.clip
-    return apply_local_work(
-        params, lambda current: clipped_mean_gradient(model, current, images, labels, clip, create_graph), work
-    )
+        update = simulate_update(model, params, images, labels, work, create_graph=create_graph)
+    else:
+        clip = knowledge.clip
+        update = apply_local_work(
+            params, lambda current: clipped_mean_gradient(model, current, images, labels, clip, create_graph), work
+        )
+    if knowledge.update_clip is None:
+        return update
+    norm = torch.sqrt(sum((u**2).sum() for u in update))  # type: ignore[arg-type]
+    factor = (knowledge.update_clip / (norm + 1e-12)).clamp(max=1.0)
+    return [u * factor for u in update]
 
 
 def averaged_noise_std(noise_multiplier: float, clip: float, batch_size: int, rounds: int = 1) -> float:
