@@ -85,26 +85,21 @@ def test_insider_with_two_users_recovers_the_other_image_the_aggregator_does_not
 
 
 @pytest.mark.parametrize(
-    ("dataset", "status", "message"),
+    ("dataset", "message"),
     [
-        # Checked when the config is built: one error line, exit 2, no cell.
-        ({**TINY, "batch_size": 4, "images_per_user": 2}, 2, "a user cannot form a batch larger than its data"),
-        # The source's image count is known only once it is loaded: the cell fails (exit 1) and says why.
-        ({**TINY, "n_users": 200, "batch_size": 4}, 1, "lower n_users"),
+        ({**TINY, "batch_size": 4, "images_per_user": 2}, "a user cannot form a batch larger than its data"),
+        # a bundled source's size is known before any run
+        ({**TINY, "n_users": 200, "batch_size": 4}, "has 192 images but the config needs"),
+        ({**TINY, "head_classes": 5}, "head_classes (5) is smaller than the 12 classes"),
     ],
 )
-def test_bad_dataset_settings_are_one_line(tmp_path, dataset, status, message):
+def test_bad_dataset_settings_are_one_line_before_any_run(tmp_path, dataset, message):
     config = {"name": "deep-bad", "datasets": [dataset], "defenses": ["none"], "attacks": [{"name": "dlg", "steps": 1}]}
     done = run(tmp_path, config)
-    assert done.returncode == status, done.stderr[-2000:]
-    assert "Traceback" not in done.stderr
-    if status == 2:
-        lines = [line for line in done.stderr.splitlines() if line.strip()]
-        assert len(lines) == 1 and lines[0].startswith("error:")
-        assert message in done.stderr
-    else:
-        failed = [line for line in done.stderr.splitlines() if line.strip().startswith("FAILED")]
-        assert len(failed) == 1 and message in failed[0]
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:"), done.stderr[-2000:]
+    assert message in lines[0]
+    assert cell_metrics(tmp_path, "deep-bad") == {}  # no parent run, no cell
 
 
 def test_a_budget_of_zero_steps_is_a_config_error(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from vispriv.harness import CellContext
-from vispriv.harness.errors import InputError
+from vispriv.harness.errors import ConfigError
 from vispriv.plugins.defenses.gradient_pruning import GradientPruning, prune_per_layer, prune_smallest
 from vispriv.plugins.federated.deep.adaptive import defense_knowledge
 from vispriv.plugins.federated.deep.dataset import DeepFederatedImages
@@ -64,7 +64,7 @@ def test_the_head_width_is_the_models_and_cannot_drop_a_class():
     assert scene.public.n_classes == scene.private.n_classes == 100
     assert scene.public.model()(torch.zeros(1, 3, 16, 16)).shape == (1, 100)
     assert scene.private.labels.max() < 12
-    with pytest.raises(InputError, match=r"head_classes \(5\) is smaller than the 12 classes of the bundled-photos source"):
+    with pytest.raises(ConfigError, match=r"head_classes \(5\) is smaller than the 12 classes of the bundled-photos source"):
         _scene(head_classes=5)
 
 

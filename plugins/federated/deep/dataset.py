@@ -18,6 +18,7 @@ from vispriv.harness.errors import ConfigError, InputError
 from vispriv.plugins.federated.deep.payloads import DeepFederatedData, DeepFederatedPublic, state_of, to_tensor
 from vispriv.plugins.federated.deep.sources import (
     ColourImages,
+    bundled_counts,
     load_bundled_digits,
     load_bundled_faces,
     load_bundled_photos,
@@ -65,12 +66,31 @@ class DeepFederatedConfig(PluginConfig):
     def _root_given(self) -> DeepFederatedConfig:
         if self.source in ("cifar", "image-folder") and not self.root:
             raise ConfigError(f"source '{self.source}' needs root: the folder to read")
+        if self.source in ("bundled-photos", "lfw-faces", "digits"):
+            self._fits_the_bundled_source()
         if self.images_per_user is not None and self.images_per_user < self.batch_size:
             raise ConfigError(
                 f"images_per_user ({self.images_per_user}) is smaller than batch_size ({self.batch_size}): "
                 "a user cannot form a batch larger than its data"
             )
         return self
+
+    def _fits_the_bundled_source(self) -> None:
+        """A bundled source's size is known before any run: ask no more of it than it has."""
+        have, classes = bundled_counts(self.source)  # type: ignore[arg-type]
+        per_user = self.images_per_user or self.batch_size
+        need = self.n_users * per_user + self.test_images + self.public_images
+        if need > have:
+            raise ConfigError(
+                f"the {self.source} source has {have} images but the config needs {need} "
+                f"({self.n_users} users x {per_user} + {self.test_images} test + {self.public_images} public); "
+                "lower n_users, images_per_user, test_images or public_images"
+            )
+        if self.head_classes is not None and self.head_classes < classes:
+            raise ConfigError(
+                f"head_classes ({self.head_classes}) is smaller than the {classes} classes of the "
+                f"{self.source} source; use at least {classes} or leave it out"
+            )
 
 
 class DeepFederatedImages(Dataset):

@@ -22,6 +22,7 @@ tell a stand-in from the benchmark's data.
 
 from __future__ import annotations
 
+import functools
 import math
 import pickle
 from dataclasses import dataclass
@@ -342,6 +343,19 @@ def load_bundled_photos(size: int = 32, per_photo: int = 16) -> ColourImages:
         f"{len(names)} colour photos shipped in scikit-image / scikit-learn / matplotlib, one class per photo "
         f"({', '.join(names)})",
     )
+
+
+@functools.lru_cache(maxsize=None)
+def bundled_counts(source: Literal["bundled-photos", "lfw-faces", "digits"]) -> tuple[int, int]:
+    """(images, classes) of a bundled source at its default settings, whatever the image size:
+    what a config can ask of it, known before any run (the photos are read once per process)."""
+    if source == "bundled-photos":
+        data = load_bundled_photos(8)
+    elif source == "lfw-faces":
+        data = load_bundled_faces(8)
+    else:
+        data = load_bundled_digits(8)
+    return len(data.labels), len(data.class_names)
 
 
 # --------------------------------------------------------------------------- folder
