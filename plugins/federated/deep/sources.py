@@ -345,7 +345,7 @@ def load_bundled_photos(size: int = 32, per_photo: int = 16) -> ColourImages:
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def bundled_counts(source: Literal["bundled-photos", "lfw-faces", "digits"]) -> tuple[int, int]:
     """(images, classes) of a bundled source at its default settings, whatever the image size:
     what a config can ask of it, known before any run (the photos are read once per process)."""
