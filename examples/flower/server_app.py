@@ -16,6 +16,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import (
     DifferentialPrivacyClientSideFixedClipping,
+    DifferentialPrivacyServerSideAdaptiveClipping,
     DifferentialPrivacyServerSideFixedClipping,
     FedAvg,
     Strategy,
@@ -35,6 +36,14 @@ def make_strategy(settings: AppSettings) -> Strategy:
     elif settings.privacy == "server-dp-fixed-clipping":
         strategy = DifferentialPrivacyServerSideFixedClipping(strategy, settings.noise_multiplier,
                                                               settings.clipping_norm, n)
+    elif settings.privacy == "server-dp-adaptive-clipping":
+        # Andrew et al., "Differentially Private Learning with Adaptive Clipping" (NeurIPS 2021): the
+        # norm starts at clipping_norm and follows the clipped quantile, on the server. The count's
+        # noise std must exceed noise_multiplier / 2 (Flower's default n / 20 does not for a few
+        # clients): the example takes max(n / 20, noise_multiplier).
+        strategy = DifferentialPrivacyServerSideAdaptiveClipping(
+            strategy, settings.noise_multiplier, n, initial_clipping_norm=settings.clipping_norm,
+            clipped_count_stddev=max(n / 20, settings.noise_multiplier))
     elif settings.privacy != "plaintext":
         raise ValueError(f"unknown privacy setting {settings.privacy!r}")
     if settings.capture:

@@ -37,7 +37,7 @@ class AppSettings:
     capture_rounds: tuple[int, ...] = (1,)
     #: clients save their true batch of each round beside the capture (the optional scoring hook)
     save_truth: bool = True
-    #: plaintext | client-dp-fixed-clipping | server-dp-fixed-clipping | secaggplus |
+    #: plaintext | client-dp-fixed-clipping | server-dp-fixed-clipping | server-dp-adaptive-clipping | secaggplus |
     #: secaggplus-client-dp-fixed-clipping (the last two: secagg_app.py)
     privacy: str = "plaintext"
     noise_multiplier: float = 0.0

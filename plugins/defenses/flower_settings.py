@@ -12,6 +12,10 @@ server saw.
 * ``server-dp-fixed-clipping`` -- central DP with server-side fixed clipping
   (``DifferentialPrivacyServerSideFixedClipping``): the server receives the raw weights, then
   clips and noises them;
+* ``server-dp-adaptive-clipping`` -- the same with the clipping norm adapted each round to a
+  quantile of the updates' norms (``DifferentialPrivacyServerSideAdaptiveClipping``; Andrew et
+  al., "Differentially Private Learning with Adaptive Clipping", NeurIPS 2021), starting at
+  ``clipping_norm``: the server still receives the raw weights;
 * ``secaggplus`` -- SecAgg+ (Bell et al., "Secure Single-Server Aggregation with (Poly)Logarithmic
   Overhead", CCS 2020; Flower's ``SecAggPlusWorkflow`` + ``secaggplus_mod``): the server unmasks
   only the (quantised) mean of the clients' weights;
@@ -54,10 +58,11 @@ from vispriv.harness.errors import InputError, PluginError
 from vispriv.plugins.federated.deep.payloads import DeepPlaintextUpdates, DeepPublishedAverage, require_deep_public
 from vispriv.plugins.federated.flower.payloads import FlowerApp
 
-Privacy = Literal["plaintext", "client-dp-fixed-clipping", "server-dp-fixed-clipping", "secaggplus",
+Privacy = Literal["plaintext", "client-dp-fixed-clipping", "server-dp-fixed-clipping", "server-dp-adaptive-clipping", "secaggplus",
                   "secaggplus-client-dp-fixed-clipping"]
 #: the settings that clip (and noise) and so read clipping_norm and noise_multiplier
-DP_SETTINGS = ("client-dp-fixed-clipping", "server-dp-fixed-clipping", "secaggplus-client-dp-fixed-clipping")
+DP_SETTINGS = ("client-dp-fixed-clipping", "server-dp-fixed-clipping", "server-dp-adaptive-clipping",
+               "secaggplus-client-dp-fixed-clipping")
 #: a simulation's wall-clock limit (Ray's start and the client actors take 20-60 s on 2 cores)
 TIMEOUT_S = 1800
 

@@ -123,13 +123,14 @@ def test_capturing_does_not_change_training(runs):
 
 
 @pytest.mark.slow
-def test_server_side_dp_receives_the_raw_replies(runs, tmp_path):
+@pytest.mark.parametrize("privacy", ["server-dp-fixed-clipping", "server-dp-adaptive-clipping"])
+def test_server_side_dp_receives_the_raw_replies(runs, tmp_path, privacy):
     from vispriv.plugins.federated.flower.format import read_arrays, read_manifest
 
-    simulate(capture=str(tmp_path / "capture"), out=str(tmp_path / "out"), privacy="server-dp-fixed-clipping",
+    simulate(capture=str(tmp_path / "capture"), out=str(tmp_path / "out"), privacy=privacy,
              noise_multiplier=1.0, clipping_norm=0.1)
     dp, plain = read_manifest(tmp_path / "capture"), read_manifest(runs / "capture")
-    assert dp.protocol == "server-dp-fixed-clipping" and dp.protocol_settings["noise_multiplier"] == 1.0
+    assert dp.protocol == privacy and dp.protocol_settings["noise_multiplier"] == 1.0
 
     def replies(folder: Path, manifest) -> list[dict[str, np.ndarray]]:
         entry = manifest.rounds[1]

@@ -19,7 +19,7 @@ import sys
 from vispriv.plugins.federated.flower.extra import require_flwr
 
 #: the privacy settings of the example app; the ``secaggplus`` ones run ``secagg_app.py`` (legacy API)
-PRIVACY = ("plaintext", "client-dp-fixed-clipping", "server-dp-fixed-clipping", "secaggplus",
+PRIVACY = ("plaintext", "client-dp-fixed-clipping", "server-dp-fixed-clipping", "server-dp-adaptive-clipping", "secaggplus",
            "secaggplus-client-dp-fixed-clipping")
 
 
