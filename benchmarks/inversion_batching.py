@@ -29,6 +29,7 @@ import argparse
 import os
 import statistics
 import time
+
 import torch
 from skimage.metrics import peak_signal_noise_ratio
 

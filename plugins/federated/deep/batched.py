@@ -98,10 +98,10 @@ class LockStep(Generic[T]):
                 self.cond.wait()
             return self.answers.pop(r)
 
-    def _work(self, r: int, results: list[T | None], errors: list[BaseException | None]) -> None:
+    def _work(self, r: int, results: list[T | None], errors: list[Exception | None]) -> None:
         try:
             results[r] = self.workers[r](lambda x, z: self._ask(r, x, z))
-        except BaseException as err:  # handed to the caller of run()
+        except Exception as err:  # noqa: BLE001 -- handed to the caller of run(), which raises it
             errors[r] = err
         finally:
             with self.cond:
@@ -111,7 +111,7 @@ class LockStep(Generic[T]):
     def run(self) -> list[T]:
         """Start the workers, evaluate their batches here until all have finished, return their results."""
         results: list[T | None] = [None] * len(self.workers)
-        errors: list[BaseException | None] = [None] * len(self.workers)
+        errors: list[Exception | None] = [None] * len(self.workers)
         threads = [threading.Thread(target=self._work, args=(r, results, errors), daemon=True)
                    for r in range(len(self.workers))]
         for t in threads:
@@ -139,10 +139,10 @@ class LockStep(Generic[T]):
         finally:
             for t in threads:
                 t.join()
-        for err in errors:
-            if err is not None and not isinstance(err, Aborted):
-                raise err
-        return [r for r in results]  # type: ignore[misc]
+        for error in errors:
+            if error is not None and not isinstance(error, Aborted):
+                raise error
+        return list(results)  # type: ignore[arg-type]
 
     def _answer(self, batch: list[tuple[int, tuple[torch.Tensor, torch.Tensor | None]]]) -> dict[int, Answer]:
         x = torch.stack([xz[0] for _, xz in batch])
