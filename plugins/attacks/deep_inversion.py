@@ -54,6 +54,12 @@ class DeepInversionConfig(PluginConfig):
     init: Literal["uniform", "randn"] = "uniform"
     max_seconds: float | None = Field(None, gt=0, description="wall-clock cap per inversion (one user's batch)")
     threads: int = Field(1, ge=1, le=256, description="torch threads per inversion (cells run in parallel)")
+    batched: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="on: evaluate the restarts together in one batched torch.func call, each keeping its own "
+        "optimiser (each evaluation the same up to float rounding); off: one restart after the other; "
+        "auto: on for inverting-gradients, off for dlg and idlg (L-BFGS amplifies the rounding)",
+    )
     adapt: Literal["auto", "none"] = Field(
         "auto",
         description="auto: know the defense the release's protocol names (match only a pruned update's sent "
@@ -80,7 +86,8 @@ class _DeepInversion(Attack):
         from vispriv.plugins.federated.deep.inversion import InversionSettings
 
         cfg: DeepInversionConfig = self.config
-        return InversionSettings(self.method, cfg.steps, cfg.restarts, cfg.lr, cfg.tv, cfg.init, cfg.max_seconds, cfg.threads)
+        return InversionSettings(self.method, cfg.steps, cfg.restarts, cfg.lr, cfg.tv, cfg.init, cfg.max_seconds, cfg.threads,
+                                 batched=cfg.batched)
 
     def attack(self, release: DeepRelease, public: object, ctx: CellContext) -> AttackResult:
         if not isinstance(release, DeepRelease):

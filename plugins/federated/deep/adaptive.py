@@ -39,7 +39,14 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from vispriv.plugins.federated.deep.local import LocalWork, apply_local_work, cross_entropy, simulate_update
+from vispriv.plugins.federated.deep.local import (
+    Differentiate,
+    LocalWork,
+    apply_local_work,
+    autograd_gradient,
+    cross_entropy,
+    simulate_update,
+)
 
 #: ``auto``: use what the release's protocol says about the defense; ``none``: match the whole
 #: update as received, as the papers' attacks do.
@@ -102,21 +109,25 @@ def clipped_mean_gradient(
     labels: torch.Tensor,
     clip: float,
     create_graph: bool = False,
+    differentiate: Differentiate | None = None,
+    buffers: dict[str, torch.Tensor] | None = None,
 ) -> list[torch.Tensor]:
     """Abadi et al. Algorithm 1 without the noise: (1/B) sum_i g_i min(1, C / ||g_i||).
 
     The per-example gradients are taken one example at a time (B is small in an inversion) so
     that the attacker can differentiate through them; each example runs its own forward pass,
     as the defense's ``vmap`` does, so BatchNorm in batch mode sees the same one-image batches.
-    ``labels`` are integer (B,) or a distribution (B, C).
+    ``labels`` are integer (B,) or a distribution (B, C); ``differentiate`` and ``buffers`` as
+    in :func:`~vispriv.plugins.federated.deep.local.simulate_update`.
     """
-    buffers = {k: b.clone() for k, b in model.named_buffers()}
-    names = list(params)
+    differentiate = differentiate or autograd_gradient(create_graph)
+    buffers = {k: b.clone() for k, b in model.named_buffers()} if buffers is None else buffers
     total: list[torch.Tensor] | None = None
     for i in range(len(images)):
-        logits = functional_call(model, {**params, **buffers}, (images[i : i + 1],))
-        loss = cross_entropy(logits, labels[i : i + 1])
-        grads = torch.autograd.grad(loss, [params[k] for k in names], create_graph=create_graph)
+        x, y = images[i : i + 1], labels[i : i + 1]
+        grads = differentiate(
+            lambda p, b, x=x, y=y: cross_entropy(functional_call(model, {**p, **b}, (x,)), y), params, buffers
+        )
         norm = torch.sqrt(sum((g**2).sum() for g in grads))  # type: ignore[arg-type]
         factor = (clip / (norm + 1e-12)).clamp(max=1.0)
         scaled = [g * factor for g in grads]
@@ -133,16 +144,21 @@ def simulate_known_update(
     work: LocalWork,
     knowledge: DefenseKnowledge,
     create_graph: bool = False,
+    differentiate: Differentiate | None = None,
+    buffers: dict[str, torch.Tensor] | None = None,
 ) -> list[torch.Tensor]:
     """The update the attacker expects from ``images``/``labels``: the plain one, or DP-SGD's
     clipped one (clipping in every local step, as the defense does, without its noise); then,
-    where the defense clips whole updates, rescaled by min(1, C / ||update||)."""
+    where the defense clips whole updates, rescaled by min(1, C / ||update||).
+    ``differentiate`` and ``buffers`` as in :func:`~vispriv.plugins.federated.deep.local.simulate_update`."""
     if knowledge.clip is None:
-        update = simulate_update(model, params, images, labels, work, create_graph=create_graph)
+        update = simulate_update(model, params, images, labels, work, create_graph, differentiate, buffers)
     else:
         clip = knowledge.clip
         update = apply_local_work(
-            params, lambda current: clipped_mean_gradient(model, current, images, labels, clip, create_graph), work
+            params,
+            lambda current: clipped_mean_gradient(model, current, images, labels, clip, create_graph, differentiate, buffers),
+            work,
         )
     if knowledge.update_clip is None:
         return update

@@ -23,6 +23,20 @@ with a strong-Wolfe line search, which keeps the iteration from diverging where 
 step of 1 does; where the loss turns NaN the best iterate so far is kept. The iterate with the
 lowest loss seen is returned (never a later, worse one).
 
+Restarts can run at once (``batched: on``): the first ``restarts`` restarts' objective
+evaluations are made in one ``torch.func`` call over the stacked candidates
+(:mod:`~vispriv.plugins.federated.deep.batched`), while every restart keeps its own Adam or
+L-BFGS, with its own step budget, schedule and line search, exactly as it runs alone. The
+starts are the same draws and the restarts' results are taken in the same order, so each
+evaluation matches the one-after-the-other search (``batched: off``) up to the float rounding
+of the batched kernels; restarts after one that converged or ran out of time are computed and
+discarded; a fresh start after a halted L-BFGS runs alone, as before. ``auto`` (the default)
+batches Inverting Gradients, whose signed-Adam step turns a rounding difference into a
+different step only where a gradient entry is within rounding of zero (the paper's ConvNet:
+bit-identical reconstructions, tests/federated_deep/test_batched_inversion.py), and not DLG or
+iDLG, whose L-BFGS line search amplifies a 1e-7 rounding difference into a different iterate
+within a few dozen evaluations.
+
 ``device`` runs the search on an accelerator (the matrix's ``device``, e.g. ``cuda``): the
 random starts are drawn on the CPU from the same seed and moved, so a cell starts from the
 same images on any device (the optimisation's arithmetic, and so its last digits, differ).
@@ -38,6 +52,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -47,8 +62,16 @@ from torch import nn
 
 from vispriv.harness import torch_threads
 from vispriv.plugins.federated.deep.adaptive import DefenseKnowledge, simulate_known_update
+from vispriv.plugins.federated.deep.batched import Answer, LockStep, batch_evaluator
 from vispriv.plugins.federated.deep.labels import recover_labels
-from vispriv.plugins.federated.deep.local import LocalWork, as_gradient, trainable
+from vispriv.plugins.federated.deep.local import (
+    Differentiate,
+    LocalWork,
+    as_gradient,
+    autograd_gradient,
+    functional_gradient,
+    trainable,
+)
 
 Method = Literal["dlg", "idlg", "inverting-gradients"]
 
@@ -66,6 +89,16 @@ class InversionSettings:
     max_seconds: float | None = None
     threads: int = 1
     lbfgs_inner: int = 20
+    #: "on": several restarts are evaluated together, one batched ``torch.func`` call per round
+    #: of evaluations, each restart keeping its own optimiser; "off": one restart after the other;
+    #: "auto": "on" for Inverting Gradients, "off" for DLG and iDLG (see :func:`invert`).
+    batched: Literal["auto", "on", "off"] = "auto"
+
+    def batches(self) -> bool:
+        """Whether this search evaluates its restarts together."""
+        if self.restarts < 2 or self.batched == "off":
+            return False
+        return self.batched == "on" or self.method == "inverting-gradients"
 
     def step_size(self) -> float:
         if self.lr is not None:
@@ -170,16 +203,25 @@ def invert(
     stopped = "steps"
     budget = settings.steps
     with torch_threads(settings.threads):
+        # Batched, the first ``restarts`` restarts run at once; their results are then taken in
+        # order exactly as the sequential loop takes them (a converged or timed-out restart ends it).
+        batch: list[Reconstruction] = []
+        if settings.batches() and restarts > 1:
+            batch = _search_batched(model, params, target, work, n_images, image_shape, n_classes, labels, settings,
+                                    per_restart, generator, settings.max_seconds, device, knowledge)
         r = 0
         while budget > 0:
-            remaining = None if settings.max_seconds is None else settings.max_seconds - (time.perf_counter() - start)
-            if remaining is not None and remaining <= 0:
-                stopped = "time"
-                break
-            # A restart's share of the budget; what a halted search leaves goes to a fresh start.
-            share = min(budget, per_restart[r] if r < restarts else budget)
-            run = _search(model, params, target, work, n_images, image_shape, n_classes, labels, settings,
-                          share, generator, remaining, device, knowledge)
+            if r < len(batch):
+                run = batch[r]
+            else:
+                remaining = None if settings.max_seconds is None else settings.max_seconds - (time.perf_counter() - start)
+                if remaining is not None and remaining <= 0:
+                    stopped = "time"
+                    break
+                # A restart's share of the budget; what a halted search leaves goes to a fresh start.
+                share = min(budget, per_restart[r] if r < restarts else budget)
+                run = _search(model, params, target, work, n_images, image_shape, n_classes, labels, settings,
+                              share, generator, remaining, device, knowledge)
             budget -= run.steps
             evaluations += run.evaluations
             if best is None or run.loss < best.loss:
@@ -192,6 +234,52 @@ def invert(
     steps_run = settings.steps - budget
     return Reconstruction(best.images.cpu(), best.labels, best.loss, steps_run, evaluations, time.perf_counter() - start,
                           stopped)
+
+
+#: ``evaluate(x, z, grads)``: the objective at the leaves x (and the label logits z) as a 0-d
+#: tensor without a graph; it sets ``x.grad`` (and ``z.grad``) when ``grads`` is "always", or
+#: "finite" and the loss is finite; "none" sets nothing.
+Evaluate = Callable[[torch.Tensor, "torch.Tensor | None", Literal["always", "finite", "none"]], torch.Tensor]
+
+
+def _draw_start(
+    n_images: int, image_shape: tuple[int, int, int], n_classes: int, joint: bool, init: str,
+    generator: torch.Generator, device: str,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One restart's random start, drawn on the CPU (images, then DLG's label logits)."""
+    x = _initial((n_images, *image_shape), init, generator).to(device).requires_grad_(True)
+    z = torch.randn((n_images, n_classes), generator=generator).to(device).requires_grad_(True) if joint else None
+    return x, z
+
+
+def _candidate_loss(
+    model: nn.Module,
+    target: list[torch.Tensor],
+    work: LocalWork,
+    labels: np.ndarray | None,
+    settings: InversionSettings,
+    device: str,
+    knowledge: DefenseKnowledge,
+    differentiate: Differentiate,
+) -> Callable[[dict[str, torch.Tensor], torch.Tensor, torch.Tensor | None, dict[str, torch.Tensor] | None], torch.Tensor]:
+    """The method's objective of one candidate: ``loss(params, x, z, buffers)``."""
+    fixed_labels = torch.as_tensor(labels, dtype=torch.long, device=device) if labels is not None else None
+    distance = cosine_distance if settings.method == "inverting-gradients" else l2_distance
+    normaliser = getattr(model, "std", None)
+    # TV on the normalised image, as the authors' code regularises the network's input.
+    tv_scale = float(normaliser.mean()) if isinstance(normaliser, torch.Tensor) else 1.0
+
+    def loss(params: dict[str, torch.Tensor], x: torch.Tensor, z: torch.Tensor | None,
+             buffers: dict[str, torch.Tensor] | None) -> torch.Tensor:
+        y = torch.softmax(z, dim=-1) if z is not None else fixed_labels
+        assert y is not None
+        simulated = simulate_known_update(model, params, x, y, work, knowledge, True, differentiate, buffers)
+        value = distance(simulated, target, knowledge.sent)
+        if settings.tv > 0:
+            value = value + settings.tv * total_variation(x) / tv_scale
+        return value
+
+    return loss
 
 
 def _search(
@@ -210,27 +298,79 @@ def _search(
     device: str = "cpu",
     knowledge: DefenseKnowledge | None = None,
 ) -> Reconstruction:
-    """One restart of the chosen method (starts drawn on the CPU, searched on ``device``)."""
-    x = _initial((n_images, *image_shape), settings.init, generator).to(device).requires_grad_(True)
-    joint = labels is None
-    z = torch.randn((n_images, n_classes), generator=generator).to(device).requires_grad_(True) if joint else None
-    fixed_labels = torch.as_tensor(labels, dtype=torch.long, device=device) if labels is not None else None
-    ig = settings.method == "inverting-gradients"
-    distance = cosine_distance if ig else l2_distance
+    """One restart of the chosen method (starts drawn on the CPU, searched on ``device``), the
+    objective by autograd."""
     knowledge = knowledge or DefenseKnowledge()
-    normaliser = getattr(model, "std", None)
-    # TV on the normalised image, as the authors' code regularises the network's input.
-    tv_scale = float(normaliser.mean()) if isinstance(normaliser, torch.Tensor) else 1.0
+    x, z = _draw_start(n_images, image_shape, n_classes, labels is None, settings.init, generator, device)
+    loss = _candidate_loss(model, target, work, labels, settings, device, knowledge, autograd_gradient(True))
     leaves = {k: p.requires_grad_(True) for k, p in params.items()}
 
-    def objective() -> torch.Tensor:
-        y = torch.softmax(z, dim=-1) if z is not None else fixed_labels
-        simulated = simulate_known_update(model, leaves, x, y, work, knowledge, create_graph=True)
-        loss = distance(simulated, target, knowledge.sent)
-        if settings.tv > 0:
-            loss = loss + settings.tv * total_variation(x) / tv_scale
-        return loss
+    def evaluate(x: torch.Tensor, z: torch.Tensor | None, grads: Literal["always", "finite", "none"]) -> torch.Tensor:
+        value = loss(leaves, x, z, None)
+        if grads == "always" or (grads == "finite" and torch.isfinite(value)):
+            value.backward()
+        return value.detach()
 
+    return _optimise(x, z, labels, settings, steps, seconds, evaluate)
+
+
+def _search_batched(
+    model: nn.Module,
+    params: dict[str, torch.Tensor],
+    target: list[torch.Tensor],
+    work: LocalWork,
+    n_images: int,
+    image_shape: tuple[int, int, int],
+    n_classes: int,
+    labels: np.ndarray | None,
+    settings: InversionSettings,
+    shares: list[int],
+    generator: torch.Generator,
+    seconds: float | None,
+    device: str = "cpu",
+    knowledge: DefenseKnowledge | None = None,
+) -> list[Reconstruction]:
+    """``len(shares)`` restarts at once: the starts drawn in the order :func:`_search` draws them
+    one restart after the other, every restart's own optimiser (:func:`_optimise`, unchanged), all
+    their objective evaluations batched into one ``torch.func`` call (:mod:`.batched`)."""
+    knowledge = knowledge or DefenseKnowledge()
+    starts = [_draw_start(n_images, image_shape, n_classes, labels is None, settings.init, generator, device)
+              for _ in shares]
+    loss = _candidate_loss(model, target, work, labels, settings, device, knowledge, functional_gradient)
+    fixed = {k: p.detach() for k, p in params.items()}
+    buffers = {k: b.detach() for k, b in model.named_buffers()}
+    evaluator = batch_evaluator(lambda x, z, bufs: loss(fixed, x, z, bufs), buffers)
+
+    def worker(r: int) -> Callable[[Callable[[torch.Tensor, torch.Tensor | None], Answer]], Reconstruction]:
+        def run(ask: Callable[[torch.Tensor, torch.Tensor | None], Answer]) -> Reconstruction:
+            def evaluate(x: torch.Tensor, z: torch.Tensor | None, grads: Literal["always", "finite", "none"]) -> torch.Tensor:
+                value, gx, gz = ask(x.detach(), None if z is None else z.detach())
+                if grads == "always" or (grads == "finite" and torch.isfinite(value)):
+                    x.grad = gx
+                    if z is not None:
+                        z.grad = gz
+                return value
+
+            x, z = starts[r]
+            return _optimise(x, z, labels, settings, shares[r], seconds, evaluate)
+
+        return run
+
+    return LockStep([worker(r) for r in range(len(shares))], evaluator).run()
+
+
+def _optimise(
+    x: torch.Tensor,
+    z: torch.Tensor | None,
+    labels: np.ndarray | None,
+    settings: InversionSettings,
+    steps: int,
+    seconds: float | None,
+    evaluate: Evaluate,
+) -> Reconstruction:
+    """One restart's optimisation from the leaves x (and z): signed Adam for Inverting Gradients,
+    L-BFGS otherwise, the best iterate kept."""
+    ig = settings.method == "inverting-gradients"
     evaluations = 0
     best_loss, best_x, best_z = math.inf, x.detach().clone(), None if z is None else z.detach().clone()
 
@@ -253,10 +393,9 @@ def _search(
         for step in range(1, steps + 1):
             done = step
             optimiser.zero_grad()
-            loss = objective()
+            loss = evaluate(x, z, "always")
             evaluations += 1
-            keep(loss.detach())
-            loss.backward()
+            keep(loss)
             for v in variables:
                 if v.grad is not None:
                     v.grad.sign_()
@@ -278,11 +417,9 @@ def _search(
         def closure() -> torch.Tensor:
             nonlocal evaluations
             optimiser.zero_grad()
-            loss = objective()
+            loss = evaluate(x, z, "finite")
             evaluations += 1
-            keep(loss.detach())
-            if torch.isfinite(loss):
-                loss.backward()
+            keep(loss)
             return loss
 
         for step in range(1, steps + 1):
@@ -306,7 +443,7 @@ def _search(
     # The final iterate is scored too (the last optimiser step moved it after the last evaluation).
     if stopped not in ("diverged",):
         with torch.enable_grad():
-            final = objective().detach()
+            final = evaluate(x, z, "none")
         evaluations += 1
         keep(final)
     if best_z is not None:

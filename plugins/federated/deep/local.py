@@ -26,6 +26,13 @@ from torch.func import functional_call
 
 LocalMode = Literal["fedsgd", "fedavg"]
 
+#: A loss as a function of the parameters and the buffers (by name): ``loss(params, buffers)``.
+ParamLoss = Callable[[dict[str, torch.Tensor], dict[str, torch.Tensor]], torch.Tensor]
+#: How a gradient is taken: ``differentiate(loss, params, buffers)`` is the gradient of ``loss``
+#: in the parameters at ``params``, one tensor per parameter in ``params``' order (the buffers are
+#: an input, not a differentiated one: BatchNorm in training mode updates them in place).
+Differentiate = Callable[[ParamLoss, dict[str, torch.Tensor], dict[str, torch.Tensor]], list[torch.Tensor]]
+
 
 @dataclass(frozen=True)
 class LocalWork:
@@ -60,6 +67,21 @@ def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return nn.functional.cross_entropy(logits, labels)
 
 
+def autograd_gradient(create_graph: bool = False) -> Differentiate:
+    """Gradients by ``torch.autograd.grad`` (with a graph through them when ``create_graph``)."""
+
+    def differentiate(loss: ParamLoss, params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+        return list(torch.autograd.grad(loss(params, buffers), list(params.values()), create_graph=create_graph))
+
+    return differentiate
+
+
+def functional_gradient(loss: ParamLoss, params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+    """Gradients by ``torch.func.grad``: composes with ``torch.func.vmap`` and with an outer ``grad``."""
+    grads = torch.func.grad(loss)(params, buffers)
+    return [grads[k] for k in params]
+
+
 def simulate_update(
     model: nn.Module,
     params: dict[str, torch.Tensor],
@@ -67,15 +89,22 @@ def simulate_update(
     labels: torch.Tensor,
     work: LocalWork,
     create_graph: bool = False,
+    differentiate: Differentiate | None = None,
+    buffers: dict[str, torch.Tensor] | None = None,
 ) -> list[torch.Tensor]:
-    """The update a user with ``images``/``labels`` sends from weights ``params`` (one tensor per parameter)."""
-    buffers = {k: b.clone() for k, b in model.named_buffers()}
-    names = list(params)
+    """The update a user with ``images``/``labels`` sends from weights ``params`` (one tensor per parameter).
 
-    def gradient(current: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
-        logits = functional_call(model, {**current, **buffers}, (images,))
-        loss = cross_entropy(logits, labels)
-        return torch.autograd.grad(loss, [current[k] for k in names], create_graph=create_graph)
+    ``differentiate`` takes the gradients (default: autograd, ``create_graph`` as given);
+    ``buffers`` are the model's buffers to run on, updated in place by BatchNorm in training
+    mode (default: a fresh copy of the model's own).
+    """
+    differentiate = differentiate or autograd_gradient(create_graph)
+    buffers = {k: b.clone() for k, b in model.named_buffers()} if buffers is None else buffers
+
+    def gradient(current: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+        return differentiate(
+            lambda p, b: cross_entropy(functional_call(model, {**p, **b}, (images,)), labels), current, buffers
+        )
 
     return apply_local_work(params, gradient, work)
 

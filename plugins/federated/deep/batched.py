@@ -1,0 +1,153 @@
+"""One batched evaluation of many inversion candidates (restarts), each with its own optimiser.
+
+A gradient-inversion objective (DLG eq. 4, Zhu et al., NeurIPS 2019; Inverting Gradients
+eq. 4, Geiping et al., NeurIPS 2020) needs, per candidate image batch x', the gradient of the
+model's loss *with respect to the weights* at x', then the gradient of a distance of that to
+the target update with respect to x'. A plain batched forward would sum the weight gradients
+over the candidates; ``torch.func`` keeps them apart: ``vmap`` over a leading candidate
+dimension of ``grad_and_value`` of the per-candidate objective, whose inner weight gradient is
+``torch.func.grad`` (:func:`~vispriv.plugins.federated.deep.local.functional_gradient`). One
+call evaluates R candidates' losses and their gradients in x' (and in the soft labels of DLG).
+
+The candidates' optimisers stay separate and unchanged: each runs in its own thread, and
+:class:`LockStep` answers their evaluation requests together, once every candidate still
+running has asked. An optimiser thus sees exactly the sequence of losses and gradients it would
+see alone (up to the float rounding of batched kernels), whatever it does between evaluations:
+an L-BFGS line search that evaluates a varying number of times per iteration included. The
+threads only hand tensors over; the arithmetic runs in the thread that calls :meth:`LockStep.run`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
+
+import torch
+from torch.func import grad_and_value, vmap
+
+#: ``evaluate(x, z)`` of stacked candidates (R, ...) -> (losses (R,), d/dx (R, ...), d/dz or None).
+BatchEvaluate = Callable[[torch.Tensor, torch.Tensor | None], tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]
+#: The objective of one candidate: ``loss(x, z, buffers)`` (z None where the labels are fixed).
+CandidateLoss = Callable[[torch.Tensor, torch.Tensor | None, dict[str, torch.Tensor]], torch.Tensor]
+#: One candidate's answer: its loss (0-d), d/dx and d/dz (None where the labels are fixed).
+Answer = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]
+
+T = TypeVar("T")
+
+
+def batch_evaluator(loss: CandidateLoss, buffers: dict[str, torch.Tensor]) -> BatchEvaluate:
+    """Evaluate ``loss`` and its gradients for R candidates in one vmapped call.
+
+    Each candidate runs on its own copy of ``buffers`` (BatchNorm in training mode updates them
+    in place, as a fresh copy is updated in the per-candidate path; the update never feeds back).
+    """
+
+    def with_labels(x: torch.Tensor, z: torch.Tensor, bufs: dict[str, torch.Tensor]) -> torch.Tensor:
+        return loss(x, z, bufs)
+
+    def fixed_labels(x: torch.Tensor, bufs: dict[str, torch.Tensor]) -> torch.Tensor:
+        return loss(x, None, bufs)
+
+    joint = vmap(grad_and_value(with_labels, argnums=(0, 1)))
+    images_only = vmap(grad_and_value(fixed_labels))
+
+    def evaluate(x: torch.Tensor, z: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        copies = {k: b.unsqueeze(0).expand(len(x), *b.shape).clone() for k, b in buffers.items()}
+        with torch.enable_grad():
+            if z is None:
+                gx, value = images_only(x, copies)
+                return value.detach(), gx.detach(), None
+            (gx, gz), value = joint(x, z, copies)
+            return value.detach(), gx.detach(), gz.detach()
+
+    return evaluate
+
+
+class Aborted(RuntimeError):
+    """Raised in a candidate's thread when the batched evaluation failed."""
+
+
+class LockStep(Generic[T]):
+    """Run ``workers`` (one per candidate) in threads; answer their evaluations in batches.
+
+    ``workers[r](ask)`` runs candidate r's whole search and returns its result; it calls
+    ``ask(x, z)`` wherever it needs the objective and gets that candidate's :data:`Answer`.
+    A batch is evaluated once every worker still running waits on ``ask``; a worker that
+    finishes leaves the batch. Results come back in the workers' order.
+    """
+
+    def __init__(self, workers: Sequence[Callable[[Callable[[torch.Tensor, torch.Tensor | None], Answer]], T]],
+                 evaluate: BatchEvaluate) -> None:
+        self.workers = list(workers)
+        self.evaluate = evaluate
+        self.cond = threading.Condition()
+        self.pending: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = {}
+        self.answers: dict[int, Answer] = {}
+        self.live = len(self.workers)
+        self.failed: BaseException | None = None
+        self.batches = 0
+
+    def _ask(self, r: int, x: torch.Tensor, z: torch.Tensor | None) -> Answer:
+        with self.cond:
+            self.pending[r] = (x, z)
+            self.cond.notify_all()
+            while r not in self.answers:
+                if self.failed is not None:
+                    raise Aborted("the batched evaluation failed") from self.failed
+                self.cond.wait()
+            return self.answers.pop(r)
+
+    def _work(self, r: int, results: list[T | None], errors: list[Exception | None]) -> None:
+        try:
+            results[r] = self.workers[r](lambda x, z: self._ask(r, x, z))
+        except Exception as err:  # noqa: BLE001 -- handed to the caller of run(), which raises it
+            errors[r] = err
+        finally:
+            with self.cond:
+                self.live -= 1
+                self.cond.notify_all()
+
+    def run(self) -> list[T]:
+        """Start the workers, evaluate their batches here until all have finished, return their results."""
+        results: list[T | None] = [None] * len(self.workers)
+        errors: list[Exception | None] = [None] * len(self.workers)
+        threads = [threading.Thread(target=self._work, args=(r, results, errors), daemon=True)
+                   for r in range(len(self.workers))]
+        for t in threads:
+            t.start()
+        try:
+            while True:
+                with self.cond:
+                    while self.live > 0 and len(self.pending) < self.live:
+                        self.cond.wait()
+                    if self.live == 0:
+                        break
+                    batch = sorted(self.pending.items())
+                    self.pending.clear()
+                try:
+                    answers = self._answer(batch)
+                except BaseException as err:
+                    with self.cond:
+                        self.failed = err
+                        self.cond.notify_all()
+                    raise
+                with self.cond:
+                    self.answers.update(answers)
+                    self.batches += 1
+                    self.cond.notify_all()
+        finally:
+            for t in threads:
+                t.join()
+        for error in errors:
+            if error is not None and not isinstance(error, Aborted):
+                raise error
+        return list(results)  # type: ignore[arg-type]
+
+    def _answer(self, batch: list[tuple[int, tuple[torch.Tensor, torch.Tensor | None]]]) -> dict[int, Answer]:
+        x = torch.stack([xz[0] for _, xz in batch])
+        zs = [xz[1] for _, xz in batch]
+        z = None if zs[0] is None else torch.stack(zs)  # type: ignore[arg-type]
+        losses, gx, gz = self.evaluate(x, z)
+        return {r: (losses[i].clone(), gx[i].clone(), None if gz is None else gz[i].clone())
+                for i, (r, _) in enumerate(batch)}

@@ -1,0 +1,142 @@
+"""Batched restarts (one torch.func evaluation for all, each restart its own optimiser) against
+the restarts one after the other: the same seeds give the same reconstructions."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from vispriv.plugins.federated.deep.adaptive import DefenseKnowledge
+from vispriv.plugins.federated.deep.batched import LockStep
+from vispriv.plugins.federated.deep.inversion import InversionSettings, Reconstruction, invert
+from vispriv.plugins.federated.deep.local import LocalWork, client_update
+from vispriv.plugins.federated.deep.models import build_model
+
+
+def _both(arch: str, method: str, steps: int, restarts: int, work: LocalWork | None = None, n_images: int = 1,
+          knowledge: DefenseKnowledge | None = None, **kw: object) -> tuple[Reconstruction, Reconstruction]:
+    g = torch.Generator().manual_seed(5)
+    size = 27 if arch == "convnet" else 8
+    x, y = torch.rand(n_images, 3, size, size, generator=g), torch.arange(n_images) % 4
+    model = build_model(arch, 4, 3, size, width=4, seed=1)
+    work = work or LocalWork()
+    work.set_mode(model)
+    update = client_update(model, x, y, work)
+    tv = 0.1 if method == "inverting-gradients" else 0.0
+    out = []
+    for batched in ("off", "on"):
+        settings = InversionSettings(method, steps, restarts, tv=tv, batched=batched, **kw)  # type: ignore[arg-type]
+        out.append(invert(model, update, n_images, (3, size, size), 4, settings, seed=11, work=work, knowledge=knowledge))
+    return out[0], out[1]
+
+
+def _same(a: Reconstruction, b: Reconstruction, atol: float) -> None:
+    assert (a.steps, a.evaluations, a.stopped) == (b.steps, b.evaluations, b.stopped)
+    assert a.labels.tolist() == b.labels.tolist()
+    assert b.loss == pytest.approx(a.loss, rel=1e-4, abs=1e-7)
+    assert float((a.images - b.images).abs().max()) <= atol
+
+
+@pytest.mark.parametrize("steps", [12, 10])  # equal shares (4, 4, 4), unequal (4, 3, 3): own LR schedules
+def test_inverting_gradients_batched_gives_the_per_restart_reconstruction(steps):
+    off, on = _both("convnet", "inverting-gradients", steps, 3)
+    _same(off, on, atol=1e-5)
+    assert off.evaluations == steps + 3  # one evaluation per step and each restart's final iterate
+
+
+def test_the_lowest_loss_restart_is_kept_in_both_paths():
+    # Each restart alone: the best of the three is the one both paths return.
+    g = torch.Generator().manual_seed(5)
+    x, y = torch.rand(1, 3, 27, 27, generator=g), torch.tensor([2])
+    model = build_model("convnet", 4, 3, 27, width=4, seed=1)
+    work = LocalWork()
+    work.set_mode(model)
+    update = client_update(model, x, y, work)
+    runs = {b: invert(model, update, 1, (3, 27, 27), 4,
+                      InversionSettings("inverting-gradients", 9, 3, tv=0.1, batched=b), seed=11)  # type: ignore[arg-type]
+            for b in ("off", "on")}
+    generator = torch.Generator().manual_seed(11)
+    from vispriv.plugins.federated.deep import inversion
+
+    params = {k: p.detach() for k, p in model.named_parameters()}
+    labels = runs["off"].labels
+    singles = [inversion._search(model, params, update, work, 1, (3, 27, 27), 4, labels,
+                                 InversionSettings("inverting-gradients", 9, 3, tv=0.1), 3, generator, None)
+               for _ in range(3)]
+    best = min(range(3), key=lambda r: singles[r].loss)
+    assert len({round(s.loss, 6) for s in singles}) == 3  # three distinct restarts to choose from
+    for run in runs.values():
+        assert run.loss == pytest.approx(singles[best].loss, rel=1e-5)
+        assert torch.allclose(run.images, singles[best].images, atol=1e-5)
+
+
+def test_batched_inverting_gradients_with_fedavg_batchnorm_in_training_mode_and_defense_knowledge():
+    work = LocalWork("fedavg", steps=2, lr=0.05, batchnorm="train")
+    g = torch.Generator().manual_seed(2)
+    model = build_model("convnet", 4, 3, 27, width=4, seed=1)
+    sent = [torch.rand(p.shape, generator=g) < 0.5 for p in model.parameters()]
+    off, on = _both("convnet", "inverting-gradients", 6, 2, work, n_images=2,
+                    knowledge=DefenseKnowledge(sent=sent, clip=1.0))
+    _same(off, on, atol=1e-5)
+
+
+def test_batched_dlg_runs_each_restarts_own_lbfgs():
+    # A short search: L-BFGS amplifies rounding along a run, so only a few iterations agree to 1e-4.
+    off, on = _both("lenet", "dlg", 2, 2, lbfgs_inner=2)
+    _same(off, on, atol=1e-4)
+
+
+@pytest.mark.parametrize(("method", "batched", "restarts", "expected"), [
+    ("inverting-gradients", "auto", 4, True), ("dlg", "auto", 4, False), ("idlg", "auto", 4, False),
+    ("dlg", "on", 4, True), ("inverting-gradients", "off", 4, False), ("inverting-gradients", "on", 1, False),
+])
+def test_what_auto_batches(method, batched, restarts, expected):
+    assert InversionSettings(method, restarts=restarts, batched=batched).batches() is expected
+
+
+def test_lockstep_answers_each_worker_in_its_order_and_shrinks_the_batch():
+    sizes: list[int] = []
+
+    def evaluate(x: torch.Tensor, z: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, None]:
+        sizes.append(len(x))
+        return x.sum(dim=1), 2 * x, None
+
+    def worker(r: int, asks: int):
+        def run(ask):
+            seen = []
+            for i in range(asks):
+                loss, grad, _ = ask(torch.tensor([float(r), float(i)]), None)
+                seen.append((float(loss), grad.tolist()))
+            return r, seen
+        return run
+
+    results = LockStep([worker(0, 3), worker(1, 1), worker(2, 2)], evaluate).run()
+    assert [r for r, _ in results] == [0, 1, 2]
+    assert results[0][1] == [(0.0, [0.0, 0.0]), (1.0, [0.0, 2.0]), (2.0, [0.0, 4.0])]
+    assert results[1][1] == [(1.0, [2.0, 0.0])]
+    assert results[2][1] == [(2.0, [4.0, 0.0]), (3.0, [4.0, 2.0])]
+    assert sizes == [3, 2, 1]
+
+
+def test_lockstep_raises_a_workers_error_and_a_failed_evaluation():
+    def fails(ask):
+        raise ValueError("worker")
+
+    def asks(ask):
+        return ask(torch.zeros(2), None)
+
+    def evaluate(x, z):
+        return x.sum(dim=1), x, None
+
+    with pytest.raises(ValueError, match="worker"):
+        LockStep([fails, asks], evaluate).run()
+
+    def broken(x, z):
+        raise RuntimeError("evaluation")
+
+    before = threading.active_count()
+    with pytest.raises(RuntimeError, match="evaluation"):
+        LockStep([asks, asks], broken).run()
+    assert threading.active_count() == before  # no thread left waiting
