@@ -167,7 +167,7 @@ def test_hooks_register_every_plugin():
     names = {c.name for c in got}
     assert names == {"federated-images", "federated-features", "federated-clustering", "centroid-leakage", "face-folders", "none", "dphe", "prr10", "ra12", "gradient-leakage",
                      "average-isolation", "leak-correlation", "federated-deep", "captured-update", "flower-capture", "federated-deep-imprint", "imprint", "gradient-pruning",
-                     "dp-sgd", "dlg", "idlg", "inverting-gradients", "public-mean-image"}
+                     "dp-sgd", "dlg", "idlg", "inverting-gradients", "public-mean-image", "flower-app", "flower"}
     assert all(c.scenario == "federated-learning" for c in got)
 
 
