@@ -164,6 +164,25 @@ def test_client_side_clipping_reaches_the_server_clipped_but_noiseless(tmp_path)
         assert norm == pytest.approx(clip, rel=1e-3)  # clipped to the norm, no noise added on the client
 
 
+def test_a_client_mod_is_recorded_as_the_app_declares_it(tmp_path):
+    """LocalDpMod leaves no trace in the strategy chain: the capture records it as the app's word."""
+    from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping, FedAvg
+
+    from vispriv.plugins.federated.flower.capture import CaptureStrategy
+    from vispriv.plugins.federated.flower.format import read_manifest
+
+    declared = ("local-dp", {"clipping_norm": 0.05, "sensitivity": 0.05, "epsilon": 1.0, "delta": 1e-5})
+    capture = CaptureStrategy(FedAvg(), tmp_path, client_protocol=declared)
+    capture.manifest.write(tmp_path)
+    manifest = read_manifest(tmp_path)
+    assert manifest.protocol == "local-dp" and manifest.protocol_source == "app"
+    assert manifest.protocol_settings == declared[1]
+    assert CaptureStrategy(FedAvg(), tmp_path / "plain").manifest.protocol_source == "server"
+    with pytest.raises(ValueError, match="client_protocol 'local-dp' over a 'server-dp-fixed-clipping' strategy"):
+        CaptureStrategy(DifferentialPrivacyServerSideFixedClipping(FedAvg(), 1.0, 0.05, 2), tmp_path / "dp",
+                        client_protocol=declared)
+
+
 @pytest.mark.slow
 def test_local_dp_replies_are_the_clipped_update_plus_the_mods_noise(runs, tmp_path):
     from vispriv.plugins.federated.flower.format import read_arrays, read_manifest, truth_path
