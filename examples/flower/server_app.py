@@ -27,7 +27,9 @@ from vispriv.plugins.federated.flower.capture import CaptureStrategy
 
 
 def make_strategy(settings: AppSettings) -> Strategy:
-    """FedAvg over every client, wrapped as ``settings.privacy`` says, then in the capture (outermost)."""
+    """FedAvg over every client, wrapped as ``settings.privacy`` says, then in the capture (outermost).
+
+    ``local-dp`` leaves the server plain FedAvg (the noise is the clients' ``LocalDpMod``)."""
     n = settings.num_clients
     strategy: Strategy = FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=n, min_available_nodes=n)
     if settings.privacy == "client-dp-fixed-clipping":
@@ -44,10 +46,13 @@ def make_strategy(settings: AppSettings) -> Strategy:
         strategy = DifferentialPrivacyServerSideAdaptiveClipping(
             strategy, settings.noise_multiplier, n, initial_clipping_norm=settings.clipping_norm,
             clipped_count_stddev=max(n / 20, settings.noise_multiplier))
-    elif settings.privacy != "plaintext":
+    elif settings.privacy not in ("plaintext", "local-dp"):
         raise ValueError(f"unknown privacy setting {settings.privacy!r}")
     if settings.capture:
-        strategy = CaptureStrategy(strategy, settings.capture, settings.capture_rounds or None, settings.run_config())
+        # local DP is a client mod, invisible to the server: the app declares it to the capture
+        declared = ("local-dp", settings.local_dp()) if settings.privacy == "local-dp" else None
+        strategy = CaptureStrategy(strategy, settings.capture, settings.capture_rounds or None, settings.run_config(),
+                                   client_protocol=declared)
     return strategy
 
 

@@ -8,6 +8,7 @@ loader: nothing is downloaded). ``make_net`` is what the attack imports
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,24 +38,37 @@ class AppSettings:
     capture_rounds: tuple[int, ...] = (1,)
     #: clients save their true batch of each round beside the capture (the optional scoring hook)
     save_truth: bool = True
-    #: plaintext | client-dp-fixed-clipping | server-dp-fixed-clipping | server-dp-adaptive-clipping | secaggplus |
-    #: secaggplus-client-dp-fixed-clipping (the last two: secagg_app.py)
+    #: plaintext | client-dp-fixed-clipping | server-dp-fixed-clipping | server-dp-adaptive-clipping | local-dp |
+    #: secaggplus | secaggplus-client-dp-fixed-clipping (the last two: secagg_app.py)
     privacy: str = "plaintext"
     noise_multiplier: float = 0.0
     clipping_norm: float = 1.0
+    #: local-dp: Flower's LocalDpMod's per-round epsilon and delta (its sensitivity is clipping_norm)
+    epsilon: float = 1.0
+    delta: float = 1e-5
     #: where the ServerApp writes the final global model (final-model.npz) and Flower's centralized
     #: evaluation of each round (evaluation.json); "" for nowhere
     out: str = ""
     #: the server's held-out digits (the last ``test_images`` of the bundled set, no client's)
     test_images: int = 200
-    #: seed of numpy's global generator in the server's process, which Flower's DP noise draws from
-    #: (-1: unseeded, as Flower leaves it)
+    #: seed of numpy's global generator, which Flower's DP noise draws from: in the server's process, and
+    #: under local-dp in each client's, reseeded from (noise_seed, partition, round) before LocalDpMod
+    #: noises the reply (-1: unseeded, as Flower leaves it)
     noise_seed: int = -1
 
     def run_config(self) -> dict[str, float | int]:
         """The keys the capture records (those of Flower's quickstart run config)."""
         return {"num-server-rounds": self.rounds, "local-epochs": self.local_epochs, "lr": self.lr,
                 "batch-size": self.batch_size}
+
+    def local_dp(self) -> dict[str, float]:
+        """LocalDpMod's arguments under ``local-dp`` and the per-entry std of the Gaussian noise it adds:
+        sensitivity x sqrt(2 ln(1.25 / delta)) / epsilon (flwr 1.42, ``flwr.clientapp.mod.LocalDpMod``;
+        the classical Gaussian mechanism, Dwork & Roth 2014, Thm A.1). The sensitivity is the clipping
+        norm: the L2 norm every clipped update is bounded by."""
+        std = self.clipping_norm * math.sqrt(2 * math.log(1.25 / self.delta)) / self.epsilon
+        return {"clipping_norm": self.clipping_norm, "sensitivity": self.clipping_norm, "epsilon": self.epsilon,
+                "delta": self.delta, "local_noise_std": std}
 
 
 def make_net(seed: int = 0) -> nn.Module:

@@ -16,6 +16,11 @@ server saw.
   quantile of the updates' norms (``DifferentialPrivacyServerSideAdaptiveClipping``; Andrew et
   al., "Differentially Private Learning with Adaptive Clipping", NeurIPS 2021), starting at
   ``clipping_norm``: the server still receives the raw weights;
+* ``local-dp`` -- Flower's local DP (``LocalDpMod`` on every client, flwr 1.42): each client clips
+  its update to ``clipping_norm`` and adds Gaussian noise of std sensitivity x sqrt(2 ln(1.25 /
+  ``delta``)) / ``epsilon`` to every weight *before* sending, the sensitivity being ``clipping_norm``;
+  the server (plain FedAvg) receives the noised weights, and cannot verify that the clients noised
+  them (the capture records the protocol as the app declares it);
 * ``secaggplus`` -- SecAgg+ (Bell et al., "Secure Single-Server Aggregation with (Poly)Logarithmic
   Overhead", CCS 2020; Flower's ``SecAggPlusWorkflow`` + ``secaggplus_mod``): the server unmasks
   only the (quantised) mean of the clients' weights;
@@ -24,10 +29,11 @@ server saw.
 
 (Flower docs, "Differential Privacy": https://flower.ai/docs/framework/explanation-differential-privacy.html;
 "Secure Aggregation Protocols": https://flower.ai/docs/framework/contributor-ref-secure-aggregation-protocols.html.)
-In every setting Flower's noise is added on the server, after the server holds what the
+In every central-DP setting Flower's noise is added on the server, after the server holds what the
 release carries, so ``noise_multiplier`` changes only the published model (the utility), never
 the release: central DP protects the clients against the model's later users, not against the
-server that runs it.
+server that runs it. Only ``local-dp`` noises what the server receives (``epsilon`` and ``delta``
+change the release).
 
 ``protect`` simulates the app in a subprocess (``python -m vispriv.plugins.federated.flower.simulate``:
 Ray and Flower keep process-wide state), captures the attacked round into a temporary folder with
@@ -36,9 +42,12 @@ reads it back with ``flower-capture``'s reader and releases it as the ``none`` d
 capture: every reply as ``DeepPlaintextUpdates``, or under SecAgg+ the unmasked mean as
 ``DeepPublishedAverage``; the clients' kept batches are the truth. The utility is the accuracy
 Flower's centralized evaluation reports on the server's held-out digits after the last round
-(``test_accuracy``; ``test_accuracy_init`` before the first). No epsilon is reported: Flower 1.42's
-privacy accountant needs the ``flwr[dp]`` extra (Google's dp-accounting), which ``vispriv[flower]``
-does not install, and the example does not wire it in.
+(``test_accuracy``; ``test_accuracy_init`` before the first). No epsilon is reported for central DP:
+Flower 1.42's privacy accountant needs the ``flwr[dp]`` extra (Google's dp-accounting), which
+``vispriv[flower]`` does not install, and the example does not wire it in. Under ``local-dp`` the
+mod's own per-round parameters are reported as ``epsilon_local`` and ``delta_local`` (lower is more
+private): each client spends them every round it trains, and vispriv does not compose them over
+rounds.
 """
 
 from __future__ import annotations
@@ -58,8 +67,8 @@ from vispriv.harness.errors import InputError, PluginError
 from vispriv.plugins.federated.deep.payloads import DeepPlaintextUpdates, DeepPublishedAverage, require_deep_public
 from vispriv.plugins.federated.flower.payloads import FlowerApp
 
-Privacy = Literal["plaintext", "client-dp-fixed-clipping", "server-dp-fixed-clipping", "server-dp-adaptive-clipping", "secaggplus",
-                  "secaggplus-client-dp-fixed-clipping"]
+Privacy = Literal["plaintext", "client-dp-fixed-clipping", "server-dp-fixed-clipping", "server-dp-adaptive-clipping", "local-dp",
+                  "secaggplus", "secaggplus-client-dp-fixed-clipping"]
 #: the settings that clip (and noise) and so read clipping_norm and noise_multiplier
 DP_SETTINGS = ("client-dp-fixed-clipping", "server-dp-fixed-clipping", "server-dp-adaptive-clipping",
                "secaggplus-client-dp-fixed-clipping")
@@ -72,7 +81,12 @@ class FlowerPrivacyConfig(PluginConfig):
     noise_multiplier: Annotated[float, UtilityOnly] = Field(
         1.0, ge=0, description="Gaussian noise std in units of clipping_norm / clients, added by the server to "
         "the aggregate (DP settings only; it never reaches what the server receives)")
-    clipping_norm: float = Field(1.0, gt=0, description="L2 norm each client's update is clipped to (DP settings only)")
+    clipping_norm: float = Field(1.0, gt=0, allow_inf_nan=False,
+                                 description="L2 norm each client's update is clipped to (DP settings and local-dp; "
+                                 "local-dp's sensitivity)")
+    epsilon: float = Field(1.0, gt=0, allow_inf_nan=False,
+                           description="local-dp: LocalDpMod's epsilon, per client and round (not composed)")
+    delta: float = Field(1e-5, gt=0, lt=1, description="local-dp: LocalDpMod's delta, per client and round")
 
     @model_validator(mode="after")
     def _needs_flower(self) -> FlowerPrivacyConfig:
@@ -83,7 +97,10 @@ class FlowerPrivacyConfig(PluginConfig):
         return self
 
     def ignored_fields(self) -> frozenset[str]:
-        return frozenset() if self.privacy in DP_SETTINGS else frozenset({"noise_multiplier", "clipping_norm"})
+        if self.privacy == "local-dp":
+            return frozenset({"noise_multiplier"})
+        local = frozenset({"epsilon", "delta"})
+        return local if self.privacy in DP_SETTINGS else local | {"noise_multiplier", "clipping_norm"}
 
 
 def _last_line(text: str) -> str:
@@ -116,7 +133,7 @@ def release_summary(release: DeepPlaintextUpdates | DeepPublishedAverage, privac
 
 
 class FlowerPrivacy(Defense):
-    """Flower's privacy setting (plain FedAvg, central DP with client- or server-side clipping, SecAgg+)
+    """Flower's privacy setting (plain FedAvg, central DP with client- or server-side clipping, local DP, SecAgg+)
     run on the example Flower app; the release is what its server saw."""
 
     name = "flower"
@@ -141,7 +158,8 @@ class FlowerPrivacy(Defense):
             root = Path(tmp)
             settings = {**private.settings, "capture": str(root / "capture"), "capture_rounds": [private.round],
                         "out": str(root / "out"), "privacy": cfg.privacy, "noise_multiplier": cfg.noise_multiplier,
-                        "clipping_norm": cfg.clipping_norm, "noise_seed": ctx.child_seed("flower-noise") % 2**32}
+                        "clipping_norm": cfg.clipping_norm, "epsilon": cfg.epsilon, "delta": cfg.delta,
+                        "noise_seed": ctx.child_seed("flower-noise") % 2**32}
             self._simulate(settings, root)
             capture = str(root / "capture")
             manifest = read_manifest(capture)
@@ -163,8 +181,13 @@ class FlowerPrivacy(Defense):
             raise PluginError("flower: Flower's centralized evaluation reported no accuracy")
         utility = {"test_accuracy": float(evaluation[str(rounds[-1])]["accuracy"]),
                    "test_accuracy_init": float(evaluation[str(rounds[0])]["accuracy"])}
+        directions = dict.fromkeys(utility, True)
+        if cfg.privacy == "local-dp":
+            # the mod's own per-round parameters, not an accounted epsilon over the rounds
+            utility.update(epsilon_local=cfg.epsilon, delta_local=cfg.delta)
+            directions.update(epsilon_local=False, delta_local=False)
         summary = release_summary(captured.release, cfg.privacy, manifest.protocol)
-        return Protected(captured.release, captured.truth, utility, dict.fromkeys(utility, True),
+        return Protected(captured.release, captured.truth, utility, directions,
                          {"flower_release.json": json.dumps(summary, indent=1)})
 
     def _simulate(self, settings: dict[str, object], root: Path) -> None:

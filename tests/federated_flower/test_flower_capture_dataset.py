@@ -109,6 +109,7 @@ def test_without_flower_the_example_stops_with_one_line_naming_the_extra(monkeyp
 
 @pytest.mark.parametrize(("flower_protocol", "averaged", "clip"), [
     ("client-dp-fixed-clipping", False, 0.05),
+    ("local-dp", False, 0.05),  # LocalDpMod clips on the client before it noises: the norm is public, the noise not
     ("plaintext", False, None),
     ("server-dp-fixed-clipping", False, None),  # the server clips after receiving: the replies are raw
     ("secaggplus-client-dp-fixed-clipping", True, None),  # clipped per client, but only the mean is seen

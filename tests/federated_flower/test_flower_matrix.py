@@ -43,7 +43,13 @@ def matrix(*defenses: dict) -> dict:
 
 
 @pytest.mark.parametrize(("defense", "dataset", "message"), [
-    ({"name": "flower", "privacy": "local-dp"}, {}, "defense 'flower': privacy: Input should be 'plaintext'"),
+    ({"name": "flower", "privacy": "client-dp-adaptive-clipping"}, {},
+     "defense 'flower': privacy: Input should be 'plaintext'"),
+    ({"name": "flower", "privacy": "local-dp", "epsilon": 0}, {}, "defense 'flower': epsilon: Input should be greater than 0"),
+    ({"name": "flower", "privacy": "local-dp", "epsilon": [1, -1]}, {},
+     "defense 'flower': epsilon: Input should be greater than 0"),
+    ({"name": "flower", "privacy": "local-dp", "delta": 0}, {}, "defense 'flower': delta: Input should be greater than 0"),
+    ({"name": "flower", "privacy": "local-dp", "delta": 1}, {}, "defense 'flower': delta: Input should be less than 1"),
     ({"name": "flower", "privacy": "client-dp-fixed-clipping", "clipping_norm": 0}, {},
      "defense 'flower': clipping_norm: Input should be greater than 0"),
     ({"name": "flower"}, {"round": 2}, "round: Input should be less than or equal to 1"),

@@ -5,13 +5,15 @@ run config, protocol ``plaintext``); each captured reply, read by flower-capture
 gradient vispriv computes for that client's batch at the global weights; the wrapper does not
 change training (same final model with and without it). Slow tests pin what Flower's DP wrappers
 leave the server: server-side clipping receives the raw replies (the plaintext ones, bit for bit),
-client-side clipping receives updates of norm <= the clipping norm, noise or not.
-Skipped without the ``flower`` extra.
+client-side clipping receives updates of norm <= the clipping norm, noise or not; local DP
+(``LocalDpMod`` on the clients) delivers the clipped update plus Gaussian noise of the std its
+formula gives. Skipped without the ``flower`` extra.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -160,6 +162,69 @@ def test_client_side_clipping_reaches_the_server_clipped_but_noiseless(tmp_path)
         sent = read_arrays(tmp_path / "capture" / reply.file)
         norm = np.sqrt(sum(float(np.sum((sent[k] - start[k]) ** 2)) for k in start))
         assert norm == pytest.approx(clip, rel=1e-3)  # clipped to the norm, no noise added on the client
+
+
+def test_a_client_mod_is_recorded_as_the_app_declares_it(tmp_path):
+    """LocalDpMod leaves no trace in the strategy chain: the capture records it as the app's word."""
+    from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping, FedAvg
+
+    from vispriv.plugins.federated.flower.capture import CaptureStrategy
+    from vispriv.plugins.federated.flower.format import read_manifest
+
+    declared = ("local-dp", {"clipping_norm": 0.05, "sensitivity": 0.05, "epsilon": 1.0, "delta": 1e-5})
+    capture = CaptureStrategy(FedAvg(), tmp_path, client_protocol=declared)
+    capture.manifest.write(tmp_path)
+    manifest = read_manifest(tmp_path)
+    assert manifest.protocol == "local-dp" and manifest.protocol_source == "app"
+    assert manifest.protocol_settings == declared[1]
+    assert CaptureStrategy(FedAvg(), tmp_path / "plain").manifest.protocol_source == "server"
+    with pytest.raises(ValueError, match="client_protocol 'local-dp' over a 'server-dp-fixed-clipping' strategy"):
+        CaptureStrategy(DifferentialPrivacyServerSideFixedClipping(FedAvg(), 1.0, 0.05, 2), tmp_path / "dp",
+                        client_protocol=declared)
+
+
+@pytest.mark.slow
+def test_local_dp_replies_are_the_clipped_update_plus_the_mods_noise(runs, tmp_path):
+    from vispriv.plugins.federated.flower.format import read_arrays, read_manifest, truth_path
+
+    clip, epsilon, delta = 0.05, 10.0, 1e-5
+    simulate(capture=str(tmp_path / "capture"), privacy="local-dp", clipping_norm=clip, epsilon=epsilon, delta=delta,
+             noise_seed=3)
+    dp, plain = read_manifest(tmp_path / "capture"), read_manifest(runs / "capture")
+    # LocalDpMod (flwr 1.42) adds N(0, s^2) to every entry, s = sensitivity sqrt(2 ln(1.25 / delta)) / epsilon;
+    # the example's sensitivity is the clipping norm: s = 0.05 * sqrt(2 ln 125000) / 10 = 0.02422
+    std = clip * math.sqrt(2 * math.log(1.25 / delta)) / epsilon
+    assert dp.protocol == "local-dp" and dp.protocol_source == "app" and plain.protocol_source == "server"
+    assert dp.protocol_settings == pytest.approx({"clipping_norm": clip, "sensitivity": clip, "epsilon": epsilon,
+                                                  "delta": delta, "local_noise_std": std}, rel=1e-12)
+
+    def replies_by_label(folder: Path, manifest) -> dict[int, dict[str, np.ndarray]]:
+        """Each client's reply, keyed by the label of its round-1 digit (Ray names the nodes at random)."""
+        entry = manifest.rounds[1]
+        out = {}
+        for r in entry.replies:
+            with np.load(truth_path(folder, 1, r.node_id), allow_pickle=False) as truth:
+                out[int(truth["labels"][0])] = read_arrays(folder / r.file)
+        return out
+
+    start = read_arrays(runs / "capture" / plain.rounds[1].global_file)
+    got, want = replies_by_label(tmp_path / "capture", dp), replies_by_label(runs / "capture", plain)
+    assert sorted(got) == sorted(want) == [0, 1]
+    residuals = []
+    for label, reply in want.items():
+        update = {k: reply[k].astype(np.float64) - start[k] for k in start}
+        norm = math.sqrt(sum(float(np.sum(u ** 2)) for u in update.values()))
+        assert norm > 10 * clip  # the clipping clips
+        for k in start:  # what the server received: the clipped update, noised
+            clipped = start[k] + update[k] * (clip / norm)
+            assert not np.allclose(got[label][k], reply[k])
+            residuals.append((got[label][k].astype(np.float64) - clipped).reshape(-1))
+    noise = np.concatenate(residuals)
+    # 2 x 15,226 entries: the sample std's relative s.e. is 1 / sqrt(2 n) = 0.4 %, so 5 % is over 10 s.e.
+    # (a sensitivity of 2 C, or a missing sqrt 2, would be 100 % or 29 % off)
+    assert len(noise) == 2 * 15226
+    assert np.std(noise) == pytest.approx(std, rel=0.05)
+    assert abs(np.mean(noise)) < 5 * std / math.sqrt(len(noise))
 
 
 @pytest.mark.slow

@@ -10,6 +10,12 @@ Flower's DP wrappers too: then it holds what the server receives -- with client-
 the server clips and noises only after it has them (Flower docs, "Differential Privacy":
 https://flower.ai/docs/framework/explanation-differential-privacy.html).
 
+A client mod (Flower's ``LocalDpMod``, ``fixedclipping_mod`` without its server wrapper, ...) leaves
+no trace in the strategy chain: the server cannot see or verify what the clients ran. An app that
+runs one declares it with ``client_protocol`` (name and settings, e.g. ``("local-dp", {"epsilon": 1,
+...})``); the manifest then records that protocol with ``protocol_source`` ``"app"`` -- the app's
+word, not the server's observation -- instead of ``"server"``.
+
 Strategies follow ``flwr.serverapp.strategy.Strategy`` (flwr >= 1.21: ``configure_train``,
 ``aggregate_train``, ``configure_evaluate``, ``aggregate_evaluate``, ``summary``; ``start``
 runs the rounds and calls them, so the wrapper's ``start`` is the base class's).
@@ -42,6 +48,8 @@ DP_WRAPPERS = {
     "DifferentialPrivacyServerSideFixedClipping": "server-dp-fixed-clipping",
     "DifferentialPrivacyServerSideAdaptiveClipping": "server-dp-adaptive-clipping",
 }
+#: protocols only the app can declare (client mods; the server sees no wrapper)
+CLIENT_PROTOCOLS = ("local-dp",)
 DP_SETTINGS = ("noise_multiplier", "clipping_norm", "initial_clipping_norm", "num_sampled_clients",
                "target_clipped_quantile", "clip_norm_lr", "clipped_count_stddev")
 
@@ -74,7 +82,9 @@ class CaptureStrategy(Strategy):
 
     ``run_config`` is the app's configuration the attack needs (``local-epochs``, ``lr``,
     ``batch-size``; the ServerApp's ``context.run_config`` is a good start); ``weighted_by_key``
-    the reply metric holding num-examples (FedAvg's default).
+    the reply metric holding num-examples (FedAvg's default); ``client_protocol`` the privacy
+    protocol the app's clients run as (name, settings), which the server cannot detect (only
+    ``local-dp``, over a strategy chain without Flower's DP wrappers).
     """
 
     def __init__(
@@ -84,15 +94,23 @@ class CaptureStrategy(Strategy):
         rounds: Sequence[int] | None = None,
         run_config: dict[str, Any] | None = None,
         weighted_by_key: str = "num-examples",
+        client_protocol: tuple[str, dict[str, Any]] | None = None,
     ) -> None:
         self.strategy = strategy
         self.folder = Path(folder)
         self.rounds = None if rounds is None else {int(r) for r in rounds}
         self.weighted_by_key = weighted_by_key
         protocol, settings = detect_protocol(strategy)
+        source = "server"
+        if client_protocol is not None:
+            if client_protocol[0] not in CLIENT_PROTOCOLS or protocol != "plaintext":
+                raise ValueError(f"client_protocol {client_protocol[0]!r} over a {protocol!r} strategy: "
+                                 f"only {', '.join(CLIENT_PROTOCOLS)} over a strategy without Flower's DP wrappers")
+            protocol, settings, source = client_protocol[0], plain_dict(client_protocol[1]), "app"
         self.manifest = Manifest(
             protocol=protocol,
             protocol_settings=settings,
+            protocol_source=source,
             strategy=repr(strategy),
             flwr_version=flwr.__version__,
             run_config=plain_dict(run_config or {}),

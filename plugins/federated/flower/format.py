@@ -12,9 +12,10 @@ Every ``.npz`` is written by :func:`numpy.savez` with one entry per array, named
 Flower ``ArrayRecord`` (a PyTorch ``state_dict``'s keys), and read with ``allow_pickle=False``.
 The manifest holds ``format`` (``"vispriv-flower-capture"``), ``format_version``, the
 ``protocol`` that produced the capture (``plaintext``, ``client-dp-fixed-clipping``,
-``server-dp-fixed-clipping``, ``server-dp-adaptive-clipping``, ``secaggplus``,
-``secaggplus-client-dp-fixed-clipping``) with its
-settings, the ``run_config`` the app reported (``local-epochs``, ``lr``, ``batch-size``, ...),
+``server-dp-fixed-clipping``, ``server-dp-adaptive-clipping``, ``local-dp``, ``secaggplus``,
+``secaggplus-client-dp-fixed-clipping``) with its settings and its ``protocol_source``
+(``server``: read off the server's strategy wrappers; ``app``: declared by the app for a client
+mod the server cannot see, such as Flower's ``LocalDpMod``; absent in older captures: ``server``), the ``run_config`` the app reported (``local-epochs``, ``lr``, ``batch-size``, ...),
 the ``array_names`` in order, and per round the train config sent, each reply's node id,
 num-examples, metrics and file, with the SHA-256 of every file (a truncated file is caught
 before numpy reads it).
@@ -42,6 +43,7 @@ PROTOCOLS = (
     "client-dp-adaptive-clipping",
     "server-dp-fixed-clipping",
     "server-dp-adaptive-clipping",
+    "local-dp",
     "secaggplus",
     "secaggplus-client-dp-fixed-clipping",
 )
@@ -107,6 +109,8 @@ class Manifest:
     run_config: dict[str, Any]
     array_names: list[str]
     rounds: dict[int, CapturedRoundEntry]
+    #: "server" (detected from the strategy) or "app" (a client mod the app declared; unverifiable)
+    protocol_source: str = "server"
     format: str = FORMAT
     format_version: int = FORMAT_VERSION
 
@@ -116,6 +120,7 @@ class Manifest:
             "format_version": self.format_version,
             "protocol": self.protocol,
             "protocol_settings": self.protocol_settings,
+            "protocol_source": self.protocol_source,
             "strategy": self.strategy,
             "flwr_version": self.flwr_version,
             "run_config": self.run_config,
@@ -189,6 +194,7 @@ def read_manifest(folder: str | Path) -> Manifest:
         manifest = Manifest(
             protocol=raw["protocol"],
             protocol_settings=dict(raw.get("protocol_settings", {})),
+            protocol_source=str(raw.get("protocol_source", "server")),
             strategy=str(raw.get("strategy", "")),
             flwr_version=str(raw.get("flwr_version", "")),
             run_config=dict(raw.get("run_config", {})),

@@ -13,8 +13,10 @@ def captured_round_protected(private: CapturedRound, public: DeepFederatedPublic
     b = private.batch_size
     ids = [[f"u{n}-i{k}" for k in range(b)] for n in range(len(private.node_ids))]
     protocol = {**public.work, **private.protocol, "n_users": len(ids), "batch_size": b}
-    if not private.averaged and str(protocol.get("flower_protocol", "")).startswith("client-dp-fixed-clipping"):
-        # each reply reached the server clipped as a whole to the public norm (Flower's fixedclipping_mod)
+    flower_protocol = str(protocol.get("flower_protocol", ""))
+    if not private.averaged and (flower_protocol.startswith("client-dp-fixed-clipping") or flower_protocol == "local-dp"):
+        # each reply was clipped as a whole to the public norm on the client (Flower's fixedclipping_mod, or
+        # LocalDpMod, which then adds its noise: the attacker knows the norm, not the noise draw)
         protocol["update_clip_norm"] = float(protocol["clipping_norm"])
     if private.averaged:
         release: DeepPlaintextUpdates | DeepPublishedAverage = DeepPublishedAverage(

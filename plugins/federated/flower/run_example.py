@@ -35,6 +35,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    choices=list(PRIVACY))
     p.add_argument("--noise-multiplier", type=float, default=0.0)
     p.add_argument("--clipping-norm", type=float, default=1.0)
+    p.add_argument("--epsilon", type=float, default=1.0, help="local-dp: LocalDpMod's epsilon (per round)")
+    p.add_argument("--delta", type=float, default=1e-5, help="local-dp: LocalDpMod's delta (per round)")
     p.add_argument("--no-attack", action="store_true", help="only simulate and capture")
     p.add_argument("--tracking-uri", default="", help="passed to vispriv matrix")
     return p.parse_args(argv)
@@ -60,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
                            local_epochs=args.local_epochs, lr=args.lr, images_per_client=max(4, args.batch_size),
                            capture=str(capture), capture_rounds=(1,), privacy=args.privacy,
                            noise_multiplier=args.noise_multiplier, clipping_norm=args.clipping_norm,
-                           out=str(capture / "final"))
+                           epsilon=args.epsilon, delta=args.delta, out=str(capture / "final"))
     run_example_app(settings)
     print(f"capture written to {capture}")
     if args.no_attack:

@@ -19,8 +19,8 @@ import sys
 from vispriv.plugins.federated.flower.extra import require_flwr
 
 #: the privacy settings of the example app; the ``secaggplus`` ones run ``secagg_app.py`` (legacy API)
-PRIVACY = ("plaintext", "client-dp-fixed-clipping", "server-dp-fixed-clipping", "server-dp-adaptive-clipping", "secaggplus",
-           "secaggplus-client-dp-fixed-clipping")
+PRIVACY = ("plaintext", "client-dp-fixed-clipping", "server-dp-fixed-clipping", "server-dp-adaptive-clipping", "local-dp",
+           "secaggplus", "secaggplus-client-dp-fixed-clipping")
 
 
 def run_example_app(settings: object, cpus: int = 2) -> None:
