@@ -27,7 +27,6 @@ import numpy as np
 from pydantic import Field
 
 from vispriv.harness import CellContext, Defense, PluginConfig, Protected, UtilityOnly
-from vispriv.plugins.federated.deep.local import trainable
 from vispriv.plugins.federated.deep.outcome import deep_plaintext_protected
 from vispriv.plugins.federated.deep.payloads import DeepFederatedData, DeepPlaintextUpdates, require_deep_public
 
@@ -82,6 +81,8 @@ class GradientPruning(Defense):
     produces = (DeepPlaintextUpdates,)
 
     def protect(self, private: DeepFederatedData, public: object, ctx: CellContext) -> Protected:
+        from vispriv.plugins.federated.deep.local import trainable  # torch: imported where it is used
+
         cfg: GradientPruningConfig = self.config
         sizes = [p.numel() for p in trainable(require_deep_public(public).model()).values()]
 

@@ -2,7 +2,9 @@
 
 The real search runs on a LeNet at 8 x 8 px; the distance and ``_search`` are wrapped by spies that
 record what they return, so the expectation (the minimum over every restart and every iterate) is
-read from the search itself, not from a second implementation of it.
+read from the search itself, not from a second implementation of it. The searches with several
+restarts run one after the other (``batched: off``) so the spies see each call; that the batched
+path returns the same restart is pinned in tests/federated_deep/test_batched_inversion.py.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def recorded(monkeypatch):
 def test_inverting_gradients_keeps_the_lowest_loss_over_restarts_and_iterates(scene, recorded):
     model, update, _ = scene
     runs, losses = recorded
-    rec = invert(model, update, 1, SHAPE, 5, InversionSettings("inverting-gradients", steps=7, restarts=3, lr=1.0), seed=0)
+    rec = invert(model, update, 1, SHAPE, 5, InversionSettings("inverting-gradients", steps=7, restarts=3, lr=1.0, batched="off"), seed=0)
     # 7 steps over 3 restarts: 3, 2, 2 (the remainder to the first); each restart scores its final iterate too.
     assert [share for share, _ in runs] == [3, 2, 2]
     assert rec.steps == 7 and rec.evaluations == 7 + 3 == len(losses) and rec.stopped == "steps"
@@ -95,7 +97,7 @@ def test_dlg_keeps_the_lowest_loss_and_clamps_the_returned_image(scene, recorded
 def test_more_restarts_than_steps_is_one_step_each(scene, recorded):
     model, update, _ = scene
     runs, _ = recorded
-    rec = invert(model, update, 1, SHAPE, 5, InversionSettings("inverting-gradients", steps=2, restarts=5, lr=0.1), seed=0)
+    rec = invert(model, update, 1, SHAPE, 5, InversionSettings("inverting-gradients", steps=2, restarts=5, lr=0.1, batched="off"), seed=0)
     assert [share for share, _ in runs] == [1, 1] and rec.steps == 2
     with pytest.raises(ValueError, match=r"^steps must be >= 1; got 0$"):
         invert(model, update, 1, SHAPE, 5, InversionSettings("dlg", steps=0), seed=0)
