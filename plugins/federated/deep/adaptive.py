@@ -102,6 +102,13 @@ def defense_knowledge(protocol: dict[str, Any], update: list[torch.Tensor], adap
                             None if update_clip is None else float(update_clip))
 
 
+def clip_to_norm(tensors: list[torch.Tensor], clip: float) -> list[torch.Tensor]:
+    """``tensors`` scaled by min(1, C / ||tensors||), the norm over all of them together (differentiable)."""
+    norm = torch.sqrt(sum((t**2).sum() for t in tensors))  # type: ignore[arg-type]
+    factor = (clip / (norm + 1e-12)).clamp(max=1.0)
+    return [t * factor for t in tensors]
+
+
 def clipped_mean_gradient(
     model: nn.Module,
     params: dict[str, torch.Tensor],
@@ -128,9 +135,7 @@ def clipped_mean_gradient(
         grads = differentiate(
             lambda p, b, x=x, y=y: cross_entropy(functional_call(model, {**p, **b}, (x,)), y), params, buffers
         )
-        norm = torch.sqrt(sum((g**2).sum() for g in grads))  # type: ignore[arg-type]
-        factor = (clip / (norm + 1e-12)).clamp(max=1.0)
-        scaled = [g * factor for g in grads]
+        scaled = clip_to_norm(grads, clip)
         total = scaled if total is None else [t + s for t, s in zip(total, scaled)]
     assert total is not None
     return [t / len(images) for t in total]
@@ -160,11 +165,7 @@ def simulate_known_update(
             lambda current: clipped_mean_gradient(model, current, images, labels, clip, create_graph, differentiate, buffers),
             work,
         )
-    if knowledge.update_clip is None:
-        return update
-    norm = torch.sqrt(sum((u**2).sum() for u in update))  # type: ignore[arg-type]
-    factor = (knowledge.update_clip / (norm + 1e-12)).clamp(max=1.0)
-    return [u * factor for u in update]
+    return update if knowledge.update_clip is None else clip_to_norm(update, knowledge.update_clip)
 
 
 def averaged_noise_std(noise_multiplier: float, clip: float, batch_size: int, rounds: int = 1) -> float:
