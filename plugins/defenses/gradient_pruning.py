@@ -81,15 +81,18 @@ class GradientPruning(Defense):
     produces = (DeepPlaintextUpdates,)
 
     def protect(self, private: DeepFederatedData, public: object, ctx: CellContext) -> Protected:
-        from vispriv.plugins.federated.deep.local import trainable  # torch: imported where it is used
-
         cfg: GradientPruningConfig = self.config
-        sizes = [p.numel() for p in trainable(require_deep_public(public).model()).values()]
 
         def protect(_n: int, update: np.ndarray, _rng: np.random.Generator) -> np.ndarray:
-            if cfg.scope == "layer":
-                return prune_per_layer(update, cfg.prune, sizes)
             return prune_smallest(update, cfg.prune)
+
+        if cfg.scope == "layer":
+            from vispriv.plugins.federated.deep.local import trainable  # torch: imported where it is used
+
+            sizes = [p.numel() for p in trainable(require_deep_public(public).model()).values()]
+
+            def protect(_n: int, update: np.ndarray, _rng: np.random.Generator) -> np.ndarray:
+                return prune_per_layer(update, cfg.prune, sizes)
 
         return deep_plaintext_protected(
             private, public, cfg.rounds, ctx, protect=protect, protocol_extra={"prune": cfg.prune, "prune_scope": cfg.scope},
