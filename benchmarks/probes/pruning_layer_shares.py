@@ -1,7 +1,7 @@
 """What 90 % gradient pruning leaves of each layer: the share of every parameter tensor's entries
 that a user of ``examples/federated_deep_pruning.yaml`` sends, per head width and scope.
 
-    python benchmarks/probes/pruning_layer_shares.py [--prune 0.9]
+    python benchmarks/probes/pruning_layer_shares.py [--prune 0.9]    # also prints each weight tensor's size
 
 Explains that example's table: with one threshold over the whole update, a 100-output head (most
 of the entries, nearly all small) fills the pruned share, and the convolutions are sent almost
@@ -32,6 +32,8 @@ def main() -> None:
         names = list(trainable(scene.public.model()))
         sizes = [p.numel() for p in trainable(scene.public.model()).values()]
         bounds = np.cumsum([0, *sizes])
+        weights = ", ".join(f"{n} {k:,}" for n, k in zip(names, sizes) if n.endswith("weight"))
+        print(f"head {head or scene.public.n_classes:>3} entries per weight tensor (of {sum(sizes):,} in the update): {weights}")
         for scope in ("update", "layer"):
             defense = GradientPruning(GradientPruning.Config(prune=args.prune, scope=scope, rounds=1))
             sent = defense.protect(scene.private, scene.public, CellContext(seed=0, quiet=True)).release.updates
