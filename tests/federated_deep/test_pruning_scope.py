@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from vispriv.harness import CellContext
-from vispriv.harness.errors import ConfigError
+from vispriv.harness.errors import ConfigError, InputError
 from vispriv.plugins.defenses.gradient_pruning import GradientPruning, prune_per_layer, prune_smallest
 from vispriv.plugins.federated.deep.adaptive import defense_knowledge
 from vispriv.plugins.federated.deep.dataset import DeepFederatedImages
@@ -101,3 +101,19 @@ def test_normalise_none_feeds_the_pixels_as_they_are_and_public_standardises_the
     public_x = torch.as_tensor(standard.public.public_images).permute(0, 3, 1, 2)
     assert standard.public.mean == pytest.approx(public_x.mean(dim=(0, 2, 3)).tolist(), abs=1e-6)
     assert standard.public.std == pytest.approx(public_x.std(dim=(0, 2, 3)).tolist(), abs=1e-6)
+
+
+def test_a_folder_source_too_small_is_refused_when_it_is_read(tmp_path):
+    from skimage.io import imsave
+
+    for name in ("cat", "dog"):
+        (tmp_path / name).mkdir()
+        for i in range(3):
+            imsave(tmp_path / name / f"{i}.png", np.full((16, 16, 3), 40 * i, np.uint8), check_contrast=False)
+    config = DeepFederatedImages.Config(source="image-folder", root=str(tmp_path), size=16, n_users=2, batch_size=1,
+                                        test_images=2, public_images=2)  # 6 of the folder's 6 images: fits
+    assert len(DeepFederatedImages(config).load(CellContext(seed=0, quiet=True)).private.labels) == 2
+    too_many = config.model_copy(update={"public_images": 3})
+    with pytest.raises(InputError, match=r"the image-folder source has 6 images but the config needs 7 "
+                                         r"\(2 users x 1 \+ 2 test \+ 3 public\)"):
+        DeepFederatedImages(too_many).load(CellContext(seed=0, quiet=True))

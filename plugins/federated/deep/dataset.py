@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from vispriv.harness import CellContext, Dataset, FolderPath, PluginConfig, Scene
-from vispriv.harness.errors import ConfigError, InputError
+from vispriv.harness.errors import ConfigError, InputError, VisprivError
 from vispriv.plugins.federated.deep.payloads import DeepFederatedData, DeepFederatedPublic, state_of, to_tensor
 from vispriv.plugins.federated.deep.sources import (
     ColourImages,
@@ -67,7 +67,8 @@ class DeepFederatedConfig(PluginConfig):
         if self.source in ("cifar", "image-folder") and not self.root:
             raise ConfigError(f"source '{self.source}' needs root: the folder to read")
         if self.source in ("bundled-photos", "lfw-faces", "digits"):
-            self._fits_the_bundled_source()
+            have, classes = bundled_counts(self.source)  # type: ignore[arg-type]
+            self.check_fits(have, classes, error=ConfigError)
         if self.images_per_user is not None and self.images_per_user < self.batch_size:
             raise ConfigError(
                 f"images_per_user ({self.images_per_user}) is smaller than batch_size ({self.batch_size}): "
@@ -75,19 +76,24 @@ class DeepFederatedConfig(PluginConfig):
             )
         return self
 
-    def _fits_the_bundled_source(self) -> None:
-        """A bundled source's size is known before any run: ask no more of it than it has."""
-        have, classes = bundled_counts(self.source)  # type: ignore[arg-type]
+    def needed_images(self) -> int:
+        """Images the config takes from its source: users' batches, test and public images."""
+        return self.n_users * (self.images_per_user or self.batch_size) + self.test_images + self.public_images
+
+    def check_fits(self, have: int, classes: int, error: type[VisprivError] = InputError) -> None:
+        """Ask no more of a source of ``have`` images and ``classes`` classes than it has: at config
+        build for a bundled source (its size is known before any run, ``ConfigError``), at load for
+        files on disk."""
         per_user = self.images_per_user or self.batch_size
-        need = self.n_users * per_user + self.test_images + self.public_images
+        need = self.needed_images()
         if need > have:
-            raise ConfigError(
+            raise error(
                 f"the {self.source} source has {have} images but the config needs {need} "
                 f"({self.n_users} users x {per_user} + {self.test_images} test + {self.public_images} public); "
                 "lower n_users, images_per_user, test_images or public_images"
             )
         if self.head_classes is not None and self.head_classes < classes:
-            raise ConfigError(
+            raise error(
                 f"head_classes ({self.head_classes}) is smaller than the {classes} classes of the "
                 f"{self.source} source; use at least {classes} or leave it out"
             )
@@ -133,26 +139,13 @@ class DeepFederatedImages(Dataset):
 
         cfg: DeepFederatedConfig = self.config
         data = self._source()
-        per_user = cfg.images_per_user or cfg.batch_size
-        need = cfg.n_users * per_user + cfg.test_images + cfg.public_images
-        if need > len(data.labels):
-            raise InputError(
-                f"the {cfg.source} source has {len(data.labels)} images but the config needs {need} "
-                f"({cfg.n_users} users x {per_user} + {cfg.test_images} test + {cfg.public_images} public); "
-                "lower n_users, images_per_user, test_images or public_images"
-            )
+        cfg.check_fits(len(data.labels), len(data.class_names))
+        per_user, need = cfg.images_per_user or cfg.batch_size, cfg.needed_images()
         order = ctx.rng("deep-split").permutation(len(data.labels))
         users = order[: cfg.n_users * per_user]
         test = order[len(users) : len(users) + cfg.test_images]
         pub = order[len(users) + cfg.test_images : need]
-        n_classes = len(data.class_names)
-        if cfg.head_classes is not None:
-            if cfg.head_classes < n_classes:
-                raise InputError(
-                    f"head_classes ({cfg.head_classes}) is smaller than the {n_classes} classes of the "
-                    f"{cfg.source} source; use at least {n_classes} or leave it out"
-                )
-            n_classes = cfg.head_classes
+        n_classes = cfg.head_classes or len(data.class_names)
         channels, side = data.images.shape[-1], data.images.shape[1]
         pub_x = to_tensor(data.images[pub])
         if cfg.normalise == "public":
