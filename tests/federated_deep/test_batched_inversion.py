@@ -140,3 +140,55 @@ def test_lockstep_raises_a_workers_error_and_a_failed_evaluation():
     with pytest.raises(RuntimeError, match="evaluation"):
         LockStep([asks, asks], broken).run()
     assert threading.active_count() == before  # no thread left waiting
+
+
+def _ig_case() -> tuple[torch.nn.Module, list[torch.Tensor], LocalWork]:
+    g = torch.Generator().manual_seed(5)
+    x, y = torch.rand(1, 3, 27, 27, generator=g), torch.tensor([2])
+    model = build_model("convnet", 4, 3, 27, width=4, seed=1)
+    work = LocalWork()
+    work.set_mode(model)
+    return model, client_update(model, x, y, work), work
+
+
+def test_batched_inverting_gradients_is_one_stacked_evaluation_per_step_without_threads(monkeypatch):
+    # 10 steps over 3 restarts: shares (4, 3, 3). Steps 1-3 evaluate all three restarts at once, step 4
+    # only the first, then one call scores every final iterate: 5 calls of sizes 3, 3, 3, 1, 3.
+    from vispriv.plugins.federated.deep import inversion
+
+    sizes: list[int] = []
+    real = inversion.batch_evaluator
+
+    def spy(loss, buffers):
+        evaluate = real(loss, buffers)
+
+        def counted(x, z):
+            sizes.append(len(x))
+            return evaluate(x, z)
+
+        return counted
+
+    def no_threads(self):
+        raise AssertionError("Inverting Gradients' restarts must not run in LockStep threads")
+
+    monkeypatch.setattr(inversion, "batch_evaluator", spy)
+    monkeypatch.setattr(LockStep, "run", no_threads)
+    model, update, work = _ig_case()
+    rec = invert(model, update, 1, (3, 27, 27), 4, InversionSettings("inverting-gradients", 10, 3, tv=0.1, batched="on"),
+                 seed=11, work=work)
+    assert sizes == [3, 3, 3, 1, 3]
+    assert (rec.steps, rec.evaluations, rec.stopped) == (10, 13, "steps")
+
+
+def test_batched_inverting_gradients_stops_every_running_restart_on_the_clock():
+    # A budget of 0 s: every restart takes its first step, is scored at its final iterate and reports "time";
+    # the first one is returned (the loop stops there), as one restart after the other does.
+    model, update, work = _ig_case()
+    settings = InversionSettings("inverting-gradients", 30, 3, tv=0.1, batched="on", max_seconds=0.0)
+    from vispriv.plugins.federated.deep import inversion
+
+    runs = inversion._search_batched(model, {k: p.detach() for k, p in model.named_parameters()}, update, work, 1,
+                                     (3, 27, 27), 4, [2], settings, [10, 10, 10], torch.Generator().manual_seed(11), 0.0)
+    assert [(r.steps, r.evaluations, r.stopped) for r in runs] == [(1, 2, "time")] * 3
+    rec = invert(model, update, 1, (3, 27, 27), 4, settings, seed=11, work=work)
+    assert (rec.steps, rec.stopped) == (1, "time")

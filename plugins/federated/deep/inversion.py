@@ -35,7 +35,11 @@ batches Inverting Gradients, whose signed-Adam step turns a rounding difference 
 different step only where a gradient entry is within rounding of zero (the paper's ConvNet:
 bit-identical reconstructions, tests/federated_deep/test_batched_inversion.py), and not DLG or
 iDLG, whose L-BFGS line search amplifies a 1e-7 rounding difference into a different iterate
-within a few dozen evaluations.
+within a few dozen evaluations. Batched Inverting Gradients needs no thread per restart: its
+restarts with the same step budget are one stacked tensor under one Adam (elementwise, so each
+restart takes exactly its own steps), all running restarts evaluated in one call per step
+(:func:`_signed_adam_together`); DLG's and iDLG's L-BFGS, whose line searches evaluate a varying
+number of times, run in lock-step threads (:class:`~vispriv.plugins.federated.deep.batched.LockStep`).
 
 ``device`` runs the search on an accelerator (the matrix's ``device``, e.g. ``cuda``): the
 random starts are drawn on the CPU from the same seed and moved, so a cell starts from the
@@ -62,7 +66,7 @@ from torch import nn
 
 from vispriv.harness import torch_threads
 from vispriv.plugins.federated.deep.adaptive import DefenseKnowledge, simulate_known_update
-from vispriv.plugins.federated.deep.batched import Answer, LockStep, batch_evaluator
+from vispriv.plugins.federated.deep.batched import Answer, BatchEvaluate, LockStep, batch_evaluator
 from vispriv.plugins.federated.deep.labels import recover_labels
 from vispriv.plugins.federated.deep.local import (
     Differentiate,
@@ -340,6 +344,8 @@ def _search_batched(
     fixed = {k: p.detach() for k, p in params.items()}
     buffers = {k: b.detach() for k, b in model.named_buffers()}
     evaluator = batch_evaluator(lambda x, z, bufs: loss(fixed, x, z, bufs), buffers)
+    if settings.method == "inverting-gradients":
+        return _signed_adam_together([x for x, _ in starts], labels, settings, shares, seconds, evaluator)
 
     def worker(r: int) -> Callable[[Callable[[torch.Tensor, torch.Tensor | None], Answer]], Reconstruction]:
         def run(ask: Callable[[torch.Tensor, torch.Tensor | None], Answer]) -> Reconstruction:
@@ -357,6 +363,86 @@ def _search_batched(
         return run
 
     return LockStep([worker(r) for r in range(len(shares))], evaluator).run()
+
+
+def _signed_adam_schedule(variables: list[torch.Tensor], settings: InversionSettings, steps: int
+                          ) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.MultiStepLR]:
+    """Inverting Gradients' optimiser: Adam (on the gradient's sign) decayed tenfold at 3/8, 5/8 and 7/8 of ``steps``."""
+    optimiser = torch.optim.Adam(variables, lr=settings.step_size())
+    milestones = [int(steps * f) for f in (3 / 8, 5 / 8, 7 / 8)]
+    return optimiser, torch.optim.lr_scheduler.MultiStepLR(optimiser, milestones=milestones, gamma=0.1)
+
+
+def _signed_adam_together(
+    starts: list[torch.Tensor],
+    labels: np.ndarray | None,
+    settings: InversionSettings,
+    shares: list[int],
+    seconds: float | None,
+    evaluate: BatchEvaluate,
+) -> list[Reconstruction]:
+    """Inverting Gradients' restarts optimised together: the restarts with the same step budget
+    are one stacked tensor under one Adam, all running restarts evaluated in one batched call.
+
+    Adam and the box are elementwise, so a stacked tensor takes exactly the steps each restart
+    takes under its own Adam (:func:`_optimise`); each restart's schedule follows its own share,
+    its best iterate is kept as alone (the lowest finite loss, compared as a Python float), and
+    it is scored once more at its final iterate. No thread per restart: one evaluation and one
+    optimiser step per group and step, which is what lets a GPU run many restarts at its rate.
+    """
+    out_labels = np.asarray(labels, dtype=np.int64)
+    groups: dict[int, list[int]] = {}
+    for r, share in enumerate(shares):
+        groups.setdefault(share, []).append(r)
+    stacks = {share: torch.stack([starts[r].detach() for r in members]).requires_grad_(True)
+              for share, members in groups.items()}
+    schedules = {share: _signed_adam_schedule([x], settings, share) for share, x in stacks.items()}
+    best_loss = {share: torch.full((len(m),), math.inf, dtype=torch.float64) for share, m in groups.items()}
+    best_x = {share: x.detach().clone() for share, x in stacks.items()}
+    done = dict.fromkeys(groups, 0)
+    evaluations = dict.fromkeys(groups, 0)
+
+    def keep(share: int, values: torch.Tensor) -> None:
+        values = values.detach().to("cpu", torch.float64)
+        better = torch.isfinite(values) & (values < best_loss[share])
+        best_loss[share] = torch.where(better, values, best_loss[share])
+        mask = better.to(stacks[share].device).view(-1, *([1] * (stacks[share].dim() - 1)))
+        best_x[share] = torch.where(mask, stacks[share].detach().clamp(0, 1), best_x[share])
+
+    def evaluate_groups(active: list[int]) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+        values, gx, _ = evaluate(torch.cat([stacks[share].detach() for share in active]), None)
+        sizes = [len(groups[share]) for share in active]
+        return dict(zip(active, zip(values.split(sizes), gx.split(sizes))))
+
+    start = time.perf_counter()
+    timed_out = 0  # the step after which the clock stopped every running restart (0: never)
+    for step in range(1, max(shares) + 1):
+        active = [share for share in groups if share >= step]
+        for share, (values, gx) in evaluate_groups(active).items():
+            optimiser, scheduler = schedules[share]
+            optimiser.zero_grad()
+            done[share] = step
+            evaluations[share] += 1
+            keep(share, values)
+            stacks[share].grad = gx.sign()
+            optimiser.step()
+            scheduler.step()
+            with torch.no_grad():
+                stacks[share].clamp_(0, 1)
+        if seconds is not None and time.perf_counter() - start > seconds:
+            timed_out = step
+            break
+    for share, (values, _) in evaluate_groups(list(groups)).items():  # each restart's final iterate
+        evaluations[share] += 1
+        keep(share, values)
+    elapsed = time.perf_counter() - start
+    runs: dict[int, Reconstruction] = {}
+    for share, members in groups.items():
+        for i, r in enumerate(members):
+            ran = "time" if timed_out and share >= timed_out else "steps"
+            runs[r] = Reconstruction(best_x[share][i].clone(), out_labels, float(best_loss[share][i]), done[share],
+                                     evaluations[share], elapsed, ran)
+    return [runs[r] for r in range(len(shares))]
 
 
 def _optimise(
@@ -387,9 +473,7 @@ def _optimise(
     stopped = "steps"
     done = 0
     if ig:
-        optimiser: torch.optim.Optimizer = torch.optim.Adam(variables, lr=settings.step_size())
-        milestones = [int(steps * f) for f in (3 / 8, 5 / 8, 7 / 8)]
-        scheduler = torch.optim.lr_scheduler.MultiStepLR(optimiser, milestones=milestones, gamma=0.1)
+        optimiser, scheduler = _signed_adam_schedule(variables, settings, steps)
         for step in range(1, steps + 1):
             done = step
             optimiser.zero_grad()
