@@ -48,7 +48,8 @@ if TYPE_CHECKING:  # torch is imported where it is used, so listing plugins stay
 
 class DeepInversionConfig(PluginConfig):
     steps: int = Field(300, ge=1, le=1_000_000, description="optimiser steps per inversion, all restarts together")
-    restarts: int = Field(1, ge=1, le=64, description="random starts sharing the step budget; the lowest loss wins")
+    restarts: int = Field(1, ge=1, le=1024, description="random starts sharing the step budget; the lowest loss wins "
+                          "(batched, many restarts are what fills a GPU)")
     lr: float | None = Field(None, gt=0, description="step size (default: 1 for L-BFGS, 0.1 for signed Adam)")
     tv: float = Field(0.0, ge=0, description="total-variation weight (on the normalised image)")
     init: Literal["uniform", "randn"] = "uniform"
