@@ -89,19 +89,19 @@ class DpheInsider(PluginConfig):
     observer: int | None = Field(None, ge=0, description="the adversary is this user (insider) instead of the aggregator")
 
 
-class DpheClassifierConfig(LinearTrainingConfig, DphePermutations, DpheInsider):
+class DpheClassifierConfig(DphePermutations, DpheInsider, LinearTrainingConfig):
     """dphe on linear classifiers (``FederatedData``): local training, keys, permutations, insider."""
 
 
-class DpheClusteringConfig(ClusteringConfig, DphePermutations):
+class DpheClusteringConfig(DphePermutations, ClusteringConfig):
     """dphe on clustering (``ClusteringData``): local mini-batch k-means, keys, permutations (no insider view)."""
 
 
-class DpheDeepConfig(RoundsConfig, DpheKeys, DpheInsider):
+class DpheDeepConfig(DpheKeys, DpheInsider, RoundsConfig):
     """dphe on a deep task (``DeepFederatedData``): Algorithm 1 runs once (the attacked round), so no permutations setting."""
 
 
-class DpheConfig(FederatedConfig, DphePermutations, DpheInsider):
+class DpheConfig(DphePermutations, DpheInsider, FederatedConfig):
     """Every setting of every input (a script that calls ``protect`` itself); the matrix uses the per-input configs."""
 
 

@@ -86,7 +86,7 @@ class ClusteringConfig(RoundsConfig):
                 "rounds": self.rounds, "n_users": n_users}
 
 
-class FederatedConfig(LinearTrainingConfig, ClusteringConfig):
+class FederatedConfig(ClusteringConfig, LinearTrainingConfig):
     """Every setting of every input: the defenses' ``Config``, for a script that calls ``protect`` itself.
 
     The matrix never builds it for an input the defense declares in ``configs``.
