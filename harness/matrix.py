@@ -4,7 +4,9 @@ Pairing is by payload type: a defense runs on a dataset when one of the dataset'
 ``produces`` types is a subclass of one of the defense's ``consumes`` types; an attack
 runs against a defense when the defense's release type fits the attack's ``consumes``;
 a chain's stage ``i+1`` consumes what stage ``i`` produces. Every pair that is not run
-gets a one-line reason.
+gets a one-line reason. A defense with a config per input (:attr:`Defense.configs`) is built
+with its dataset's: a pair whose entry sets another input's setting is skipped, and an entry
+that no dataset takes is a one-line :class:`ConfigError`.
 """
 
 from __future__ import annotations
