@@ -110,6 +110,7 @@ def plugins(name: str | None, kind: str | None, as_json: bool, strict: bool) -> 
         info = plugin_info(cls)
         info["source"] = registry.source_of(cls)
         info["config"] = config_schema(cls.Config)
+        info["settings_by_input"] = settings_by_input(cls)
         rows.append(info)
     if as_json:
         payload = {"plugins": rows, "failures": [f.line() for f in registry.failures]}
@@ -138,7 +139,19 @@ def _plugin_page(info: dict) -> str:  # type: ignore[type-arg]
     table = _text_table(["PARAMETER", "TYPE", "DEFAULT", "BOUNDS", "DESCRIPTION"], params)
     if any(f["utility_only"] for f in info["config"]):
         table += f"\n\n{UTILITY_ONLY_MARK} read only by the utility evaluation or the report: never enters a seed"
+    by_input = info.get("settings_by_input") or {}
+    if by_input:
+        table += "\n\nsettings by input (a matrix cell refuses the others):\n" + "\n".join(
+            f"  {payload}: {', '.join(names) or 'none'}" for payload, names in by_input.items()
+        )
     return "\n".join([*head, table])
+
+
+def settings_by_input(cls: type) -> dict[str, list[str]]:
+    """The settings a defense takes on each input it declares a config for (``Defense.configs``), in ``Config``'s order; ``{}`` for other plugins."""
+    order = list(cls.Config.model_fields)
+    return {payload.__name__: [n for n in order if n in config.model_fields]
+            for payload, config in getattr(cls, "configs", {}).items()}
 
 
 #: Leads the description of a utility-only parameter in ``vispriv plugins NAME``.

@@ -4,7 +4,9 @@ Pairing is by payload type: a defense runs on a dataset when one of the dataset'
 ``produces`` types is a subclass of one of the defense's ``consumes`` types; an attack
 runs against a defense when the defense's release type fits the attack's ``consumes``;
 a chain's stage ``i+1`` consumes what stage ``i`` produces. Every pair that is not run
-gets a one-line reason.
+gets a one-line reason. A defense with a config per input (:attr:`Defense.configs`) is built
+with its dataset's: a pair whose entry sets another input's setting is skipped, and an entry
+that no dataset takes is a one-line :class:`ConfigError`.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ class Stage:
         """
         default = {
             k: to_jsonable_python(f.get_default(call_default_factory=True))
-            for k, f in self.cls.Config.model_fields.items()
+            for k, f in type(self.config).model_fields.items()
             if not f.is_required()
         }
         mine = self.config.model_dump(mode="json")
@@ -243,8 +245,26 @@ def _sweep(params: dict[str, Any], fields: dict[str, Any], owner: str, prefix: s
     return [dict(combo) for combo in itertools.product(*axes)] if axes else [{}]
 
 
-def expand_entry(registry: Registry, kind: str, entry: Any, scenario: str | None = None) -> list[Stage]:
-    """All configured stages of one entry (more than one when it sweeps a parameter)."""
+class SettingOfAnotherInput(ConfigError):
+    """A defense entry sets a setting that the defense uses on other inputs, not on this dataset's (:attr:`Defense.configs`).
+
+    ``reason`` is the part after the pair (``does not use 'loss' on ClusteringData; ...``):
+    the matrix skips such a pair with it, and raises the whole line when the entry fits no dataset.
+    """
+
+    def __init__(self, defense: str, dataset: str, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"defense {defense!r} on {dataset} {reason}")
+
+
+def expand_entry(registry: Registry, kind: str, entry: Any, scenario: str | None = None,
+                 dataset: type[_Plugin] | None = None) -> list[Stage]:
+    """All configured stages of one entry (more than one when it sweeps a parameter).
+
+    A defense entry paired with ``dataset`` gets the config of that dataset's input
+    (:meth:`Defense.config_for`); a setting the defense uses only on other inputs raises
+    :class:`SettingOfAnotherInput`.
+    """
     if isinstance(entry, str):
         entry = {"name": entry}
     if not isinstance(entry, dict) or "name" not in entry:
@@ -256,10 +276,18 @@ def expand_entry(registry: Registry, kind: str, entry: Any, scenario: str | None
     if unknown:
         allowed = ", ".join(sorted(fields)) or "none (this plugin takes no parameters)"
         raise ConfigError(f"{kind} {cls.name!r}: unknown key {unknown[0]!r}; allowed: {allowed}")
+    config_cls = cls.config_for(dataset.produces) if dataset is not None and kind == "defense" else cls.Config  # type: ignore[attr-defined]
+    elsewhere = [k for k in params if k not in config_cls.model_fields]
+    if elsewhere and dataset is not None:
+        inputs = _names(dataset.produces)
+        allowed = ", ".join(sorted(config_cls.model_fields)) or "none"
+        raise SettingOfAnotherInput(
+            cls.name, dataset.name, f"does not use {elsewhere[0]!r} on {inputs}; its settings on {inputs}: {allowed}"
+        )
     configs = []
-    for combo in _sweep(params, fields, f"{kind} {cls.name!r}", ""):
+    for combo in _sweep(params, config_cls.model_fields, f"{kind} {cls.name!r}", ""):
         try:
-            configs.append(cls.Config(**combo))
+            configs.append(config_cls(**combo))
         except ValidationError as exc:
             raise ConfigError(f"{kind} {cls.name!r}: {format_validation_error(exc)}") from None
     swept = varying_keys(configs)
@@ -274,13 +302,14 @@ def _names(types: tuple[type, ...]) -> str:
     return "/".join(t.__name__ for t in types) or "nothing"
 
 
-def _resolve_scenario(registry: Registry, kind: str, entry: Any, scenario: str) -> tuple[list[Stage] | None, str]:
+def _resolve_scenario(registry: Registry, kind: str, entry: Any, scenario: str,
+                      dataset: type[_Plugin] | None = None) -> tuple[list[Stage] | None, str]:
     """Stages of an entry for a dataset's scenario, or (None, reason) when the name lives elsewhere."""
     name = entry if isinstance(entry, str) else (entry.get("name") if isinstance(entry, dict) else None)
     by_scenario = registry.plugins[kind].get(str(name), {}) if name is not None else {}
     if by_scenario and scenario not in by_scenario and "any" not in by_scenario and scenario != "any":
         return None, f"belongs to scenario {', '.join(sorted(by_scenario))}, the dataset is {scenario}"
-    return expand_entry(registry, kind, entry, scenario if scenario != "any" else None), ""
+    return expand_entry(registry, kind, entry, scenario if scenario != "any" else None, dataset), ""
 
 
 def _attack_entries(entry: Any) -> list[Any]:
@@ -301,13 +330,21 @@ def build_matrix(config: MatrixConfig, registry: Registry) -> Matrix:
     config = resolve_config_paths(config, registry)
     wanted_metrics = _select_metrics(config, registry)
     datasets = with_path_labels([s for entry in config.datasets for s in _expand_dataset(registry, config, entry)])
+    refused: dict[int, str] = {}  # defense entry -> the first dataset that refused one of its settings
+    taken: set[int] = set()
     for dataset in datasets:
         scenario = dataset.cls.scenario
-        for d_entry in config.defenses:
-            d_stages, why = _resolve_scenario(registry, "defense", d_entry, scenario)
+        for i, d_entry in enumerate(config.defenses):
+            try:
+                d_stages, why = _resolve_scenario(registry, "defense", d_entry, scenario, dataset.cls)
+            except SettingOfAnotherInput as exc:
+                refused.setdefault(i, str(exc))
+                matrix.skipped.append(Skip(f"{dataset.label()} x defense {_entry_name(d_entry)}", exc.reason))
+                continue
             if d_stages is None:
                 matrix.skipped.append(Skip(f"{dataset.label()} x defense {_entry_name(d_entry)}", why))
                 continue
+            taken.add(i)
             for defense in d_stages:
                 if not _fits(dataset.cls.produces, defense.cls.consumes):
                     matrix.skipped.append(
@@ -319,6 +356,10 @@ def build_matrix(config: MatrixConfig, registry: Registry) -> Matrix:
                     continue
                 for a_entry in config.attacks:
                     _add_attack(matrix, registry, config, dataset, defense, a_entry, wanted_metrics)
+    # An entry whose settings no dataset of the config uses is a mistake, not a pair to skip.
+    for i, line in refused.items():
+        if i not in taken:
+            raise ConfigError(line)
     if not matrix.cells and not matrix.skipped:
         raise ConfigError(no_cell_message([]))
     return matrix

@@ -209,6 +209,12 @@ class Defense(_Plugin):
 
     kind: ClassVar[str] = "defense"
     releases: ClassVar[dict[type[Payload], tuple[type[Payload], ...]]] = {}
+    #: The config of each input type, for a defense whose inputs use different settings (a
+    #: classifier task and a clustering task): the matrix builds a cell with the config of its
+    #: dataset's input, so the cell carries only the settings that input uses and refuses the
+    #: others. ``Config`` then holds every setting (direct use, and inputs not listed here);
+    #: empty means ``Config`` for every input.
+    configs: ClassVar[dict[type[Payload], type[PluginConfig]]] = {}
     #: The utility metrics (names in ``Protected.utility``) a report shows when no ``--metric`` is asked
     #: for: the defense's cost, not its bookkeeping (timings, sizes).
     headline: ClassVar[tuple[str, ...]] = ()
@@ -220,6 +226,14 @@ class Defense(_Plugin):
             return cls.produces
         out = tuple(t for consumed, made in cls.releases.items() if any(issubclass(i, consumed) for i in inputs) for t in made)
         return out or cls.produces
+
+    @classmethod
+    def config_for(cls, inputs: tuple[type[Payload], ...]) -> type[PluginConfig]:
+        """The config class of a cell whose dataset produces ``inputs``: the first ``configs`` entry they fit, else ``Config``."""
+        for consumed, config in cls.configs.items():
+            if any(issubclass(i, consumed) for i in inputs):
+                return config
+        return cls.Config
 
     def protect(self, private: Payload, public: Payload | None, ctx: CellContext) -> Protected:
         raise NotImplementedError

@@ -144,6 +144,13 @@ class Registry:
             raise PluginError(f"{source}: {cls.__name__} has no name")
         if not (isinstance(cls.Config, type) and issubclass(cls.Config, PluginConfig)):
             raise PluginError(f"{source}: {cls.__name__}.Config must subclass vispriv.harness.PluginConfig")
+        for payload, config in getattr(cls, "configs", {}).items():
+            if not (isinstance(config, type) and issubclass(config, PluginConfig)):
+                raise PluginError(f"{source}: {cls.__name__}.configs[{payload.__name__}] must subclass vispriv.harness.PluginConfig")
+            extra = sorted(set(config.model_fields) - set(cls.Config.model_fields))
+            if extra:
+                raise PluginError(f"{source}: {cls.__name__}.configs[{payload.__name__}] has {extra[0]!r}, "
+                                  f"which {cls.__name__}.Config lacks: Config holds every input's settings")
         by_scenario = self.plugins[kind].setdefault(cls.name, {})
         existing = by_scenario.get(cls.scenario)
         if existing is not None and existing is not cls:

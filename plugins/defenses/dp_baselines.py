@@ -27,7 +27,7 @@ import numpy as np
 from pydantic import Field
 
 from vispriv.harness import CellContext, Defense, Protected
-from vispriv.plugins.federated.config import FederatedConfig
+from vispriv.plugins.federated.config import LinearTrainingConfig
 from vispriv.plugins.federated.linear import linear
 from vispriv.plugins.federated.outcome import accuracy_curve, base_utility, target_ids, target_truth
 from vispriv.plugins.federated.payloads import (
@@ -41,7 +41,7 @@ from vispriv.plugins.federated.protocol import paillier as pl
 from vispriv.plugins.federated.protocol.rounds import FederatedRun, initial_classifier, run_federated
 
 
-class Prr10Config(FederatedConfig):
+class Prr10Config(LinearTrainingConfig):
     """PRR10: one round; ``lam`` is the L2 strength of the local logistic regressions."""
 
     rounds: int = Field(1, ge=1, le=1)
@@ -133,7 +133,7 @@ class Prr10(Defense):
         return Protected(release, target_truth(private, run), utility, directions)
 
 
-class Ra12Config(FederatedConfig):
+class Ra12Config(LinearTrainingConfig):
     """RA12: L2-regularised linear SVM (hinge), gradient descent, noisy objective."""
 
     loss: str = Field("hinge", pattern="^hinge$")

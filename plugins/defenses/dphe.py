@@ -17,6 +17,11 @@ the 2^-32 fixed-point encoding (``secure_sum_max_abs_error`` measures it on the 
 On clustering data (``ClusteringData``) every user's sparse centroids (K x D values) go through
 Algorithm 1 every round, as the classifiers do (DPHE supplement A.3, Table 6); the release
 and the costs, slot-origin candidates included, are the classifiers'.
+
+Each input takes only the settings it uses (``configs``): the classifiers' local training and
+the clustering's k-means (:mod:`vispriv.plugins.federated.config`), ``permutations`` where
+Algorithm 1 runs every round (not on a deep task's single averaging), ``observer`` where the
+release carries an insider's own update (not on clustering).
 """
 
 from __future__ import annotations
@@ -26,11 +31,11 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from vispriv.harness import CellContext, Defense, Protected
+from vispriv.harness import CellContext, Defense, PluginConfig, Protected
 from vispriv.harness.errors import InputError
 from vispriv.plugins.federated.clustering.payloads import ClusteringData, EncryptedCentroidUpdates
 from vispriv.plugins.federated.clustering.rounds import run_federated_kmeans
-from vispriv.plugins.federated.config import FederatedConfig
+from vispriv.plugins.federated.config import ClusteringConfig, FederatedConfig, LinearTrainingConfig, RoundsConfig
 from vispriv.plugins.federated.deep.outcome import deep_protected, deep_protocol
 from vispriv.plugins.federated.deep.payloads import (
     DeepFederatedData,
@@ -51,20 +56,53 @@ from vispriv.plugins.federated.protocol import paillier as pl
 from vispriv.plugins.federated.protocol.rounds import DpheSettings, FederatedRun, run_federated, secure_mean
 
 
-class DpheConfig(FederatedConfig):
+class DpheKeys(PluginConfig):
     """Key size (1024 bits as in the paper's timing, >= 2048 for real deployments),
-    capacity M = ceil(capacity_fraction * D * NC) (section 3.1: 0.1), L1 for sparsity."""
+    capacity M = ceil(capacity_fraction * D * NC) (section 3.1: 0.1): what every input uses."""
 
     key_bits: int = Field(1024, ge=pl.MIN_KEY_BITS, le=8192)
     capacity_fraction: float = Field(0.1, gt=0, le=1)
     workers: int | None = Field(None, ge=1, description="processes for the offline obfuscator pool (default: all cores)")
-    observer: int | None = Field(None, ge=0, description="the adversary is this user (insider) instead of the aggregator")
     force: bool = Field(False, description="run with N < 3 users although section 2.5 says it is insecure")
+
+    def settings(self) -> DpheSettings:
+        """Algorithm 1's knobs; one averaging (a deep task's attacked round) always has fresh permutations."""
+        return DpheSettings(self.key_bits, self.capacity_fraction, self.workers, True)
+
+
+class DphePermutations(DpheKeys):
+    """Algorithm 1 run every round (classifiers, clustering): fresh permutations per round or one set."""
+
     permutations: Literal["per-round", "fixed"] = Field(
         "per-round",
         description="per-round: G issues fresh phi, phi^(n) every round (Algorithm 1 is one averaging); "
         "fixed: one set for the whole run (lets the aggregator narrow slot origins, docs/federated.md)",
     )
+
+    def settings(self) -> DpheSettings:
+        return DpheSettings(self.key_bits, self.capacity_fraction, self.workers, self.permutations == "per-round")
+
+
+class DpheInsider(PluginConfig):
+    """An insider user as the adversary (classifier and deep releases carry its own update)."""
+
+    observer: int | None = Field(None, ge=0, description="the adversary is this user (insider) instead of the aggregator")
+
+
+class DpheClassifierConfig(DphePermutations, DpheInsider, LinearTrainingConfig):
+    """dphe on linear classifiers (``FederatedData``): local training, keys, permutations, insider."""
+
+
+class DpheClusteringConfig(DphePermutations, ClusteringConfig):
+    """dphe on clustering (``ClusteringData``): local mini-batch k-means, keys, permutations (no insider view)."""
+
+
+class DpheDeepConfig(DpheKeys, DpheInsider, RoundsConfig):
+    """dphe on a deep task (``DeepFederatedData``): Algorithm 1 runs once (the attacked round), so no permutations setting."""
+
+
+class DpheConfig(DphePermutations, DpheInsider, FederatedConfig):
+    """Every setting of every input (a script that calls ``protect`` itself); the matrix uses the per-input configs."""
 
 
 class Dphe(Defense):
@@ -77,6 +115,11 @@ class Dphe(Defense):
     Config = DpheConfig
     consumes = (FederatedData, DeepFederatedData, ClusteringData)
     produces = (EncryptedUpdates, DeepPublishedAverage, EncryptedCentroidUpdates)
+    configs = {
+        FederatedData: DpheClassifierConfig,
+        DeepFederatedData: DpheDeepConfig,
+        ClusteringData: DpheClusteringConfig,
+    }
     releases = {
         FederatedData: (EncryptedUpdates,),
         DeepFederatedData: (DeepPublishedAverage,),
@@ -85,16 +128,16 @@ class Dphe(Defense):
 
     def protect(self, private: FederatedData | DeepFederatedData | ClusteringData, public: object,
                 ctx: CellContext) -> Protected:
-        cfg: DpheConfig = self.config
+        cfg = self.config
         n_users = private.n_users
         if n_users < 3 and not cfg.force:
             raise InputError(
                 f"dphe needs N >= 3 users, got N = {n_users}: with two users each recovers the other's update "
                 "as 2 w̄ - w^(own) from the published average (DPHE, ICCV 2017, section 2.5); set force: true to run anyway"
             )
-        if cfg.observer is not None and cfg.observer >= n_users:
+        if isinstance(cfg, DpheInsider) and cfg.observer is not None and cfg.observer >= n_users:
             raise InputError(f"observer must be a user in [0, {n_users}); got {cfg.observer}")
-        settings = DpheSettings(cfg.key_bits, cfg.capacity_fraction, cfg.workers, cfg.permutations == "per-round")
+        settings = cfg.settings()
         if isinstance(private, DeepFederatedData):
             return self._protect_deep(private, public, settings, ctx)
         if isinstance(private, ClusteringData):
@@ -126,8 +169,8 @@ class Dphe(Defense):
     def _protect_clustering(self, private: FederatedData, public: object, settings: DpheSettings,
                             ctx: CellContext) -> Protected:
         """Federated mini-batch k-means with every user's centroids sent through Algorithm 1."""
-        cfg: DpheConfig = self.config
-        if cfg.observer is not None:
+        cfg: DpheClusteringConfig | DpheConfig = self.config
+        if isinstance(cfg, DpheInsider) and cfg.observer is not None:
             raise InputError("observer (an insider user's view) applies to classifier releases, not to clustering")
         run = run_federated_kmeans(private, require_public(public), cfg.kmeans(), cfg.rounds, ctx, dphe=settings)
         msgs = [m for round_msgs in run.messages for m in round_msgs]
@@ -153,7 +196,7 @@ class Dphe(Defense):
         """Algorithm 1 on the deep updates of the attacked round; see the module docstring."""
         from vispriv.plugins.federated.deep.rounds import run_deep_rounds
 
-        cfg: DpheConfig = self.config
+        cfg: DpheDeepConfig | DpheConfig = self.config
         deep_public = require_deep_public(public)
         stats: dict[str, float] = {}
 

@@ -3,9 +3,11 @@
 On a linear task (``FederatedData``) the updates are the one-vs-rest classifiers of the DPHE
 paper; on a deep task (``DeepFederatedData``) they are FedSGD gradients or FedAvg weight
 differences of the deep model (McMahan et al., AISTATS 2017), and ``rounds`` rounds measure
-the test accuracy. The linear-only settings (loss, reg, l1_ratio, init_*) do not apply there.
-On clustering data (``ClusteringData``) the users run federated mini-batch k-means and send
-their centroids in plaintext: the baseline of DPHE's Table 6 (supplement A.3).
+the test accuracy. On clustering data (``ClusteringData``) the users run federated mini-batch
+k-means and send their centroids in plaintext: the baseline of DPHE's Table 6 (supplement A.3).
+Each input takes only the settings it uses (``configs``, :mod:`vispriv.plugins.federated.config`):
+the classifiers' local training, the clustering's k-means, ``rounds`` alone on a deep task or a
+capture.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from vispriv.harness import CellContext, Defense, Protected
 from vispriv.plugins.federated.clustering.payloads import ClusteringData, PlainCentroidUpdates
 from vispriv.plugins.federated.clustering.rounds import run_federated_kmeans
-from vispriv.plugins.federated.config import FederatedConfig
+from vispriv.plugins.federated.config import ClusteringConfig, FederatedConfig, LinearTrainingConfig, RoundsConfig
 from vispriv.plugins.federated.deep.outcome import captured_protected, deep_plaintext_protected
 from vispriv.plugins.federated.deep.payloads import (
     CapturedUpdate,
@@ -45,6 +47,13 @@ class PlainFedAvg(Defense):
     Config = FederatedConfig
     consumes = (FederatedData, DeepFederatedData, CapturedUpdate, CapturedRound, ClusteringData)
     produces = (PlaintextUpdates, DeepPlaintextUpdates, DeepPublishedAverage, PlainCentroidUpdates)
+    configs = {
+        FederatedData: LinearTrainingConfig,
+        ClusteringData: ClusteringConfig,
+        DeepFederatedData: RoundsConfig,
+        CapturedUpdate: RoundsConfig,
+        CapturedRound: RoundsConfig,
+    }
     releases = {
         FederatedData: (PlaintextUpdates,),
         ClusteringData: (PlainCentroidUpdates,),

@@ -102,3 +102,33 @@ def test_every_builtin_entry_point_loads_cleanly(monkeypatch):
             assert cls.version and (cls.description or cls.__doc__), cls
             # Only where the data are may be required: a folder, a manifest, a Flower capture folder, captured model/update files.
             assert set(required) <= {"root", "manifest", "capture", "model", "update"}, (cls, required)
+
+
+def test_a_defense_config_per_input_must_stay_within_its_config():
+    """``Config`` holds every input's settings, so a setting in no input is an unknown key, not another input's."""
+    from vispriv.harness import Defense, PluginConfig
+    from vispriv.harness.payloads import Images
+
+    class Narrow(PluginConfig):
+        rounds: int = 1
+        centroid_l1: float = 0.0
+
+    class Wide(PluginConfig):
+        rounds: int = 1
+
+    class Listed(Defense):
+        name = "listed"
+        Config = Wide
+        consumes = (Images,)
+        configs = {Images: Narrow}
+
+    class Module:
+        @staticmethod
+        def vispriv_register_defenses(register):
+            register(Listed)
+
+    registry = Registry()
+    registry.add_module(Module(), "listed-hooks")
+    assert [f.error for f in registry.failures] == [
+        "listed-hooks: Listed.configs[Images] has 'centroid_l1', which Listed.Config lacks: Config holds every input's settings"
+    ]
