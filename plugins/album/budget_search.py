@@ -194,6 +194,10 @@ def _search(
 AHEAD_NODES = 256
 #: Children (rows of places) in one array operation, at most.
 AHEAD_ROWS = 4096
+#: Nodes kept as candidates for look-ahead, at most (the newest; older ones are evaluated
+#: when popped). Without the cap every node created stayed referenced by the frontier: about
+#: 2 kB a node, 1 GB per 500,000 nodes, so a proof of millions of nodes ran out of memory.
+FRONTIER_NODES = 16_384
 
 
 def _evaluate(
@@ -207,7 +211,9 @@ def _evaluate(
     node evaluated ahead is used when it is popped, its leaf children are counted and its
     child nodes are pushed (bound above the best count) against the best count of that
     moment, so the nodes expanded and the result are those of evaluating each node when it
-    is popped; only evaluations of nodes that a risen best count prunes are wasted."""
+    is popped; only evaluations of nodes that a risen best count prunes are wasted. The
+    frontier keeps its newest :data:`FRONTIER_NODES` nodes (older ones are evaluated when
+    popped), so the search's memory does not grow with the nodes expanded."""
     level, rows = [node], n - node[0]
     while frontier and len(level) < AHEAD_NODES and rows < AHEAD_ROWS:
         other = frontier.pop()
@@ -215,6 +221,8 @@ def _evaluate(
             level.append(other)
             rows += n - other[0]
     _evaluate_level(level, frontier, child_bar, Bs, tots, tol, d, n, packing, best_count)
+    if len(frontier) > FRONTIER_NODES:
+        del frontier[: len(frontier) - FRONTIER_NODES]
 
 
 def _evaluate_level(
@@ -255,7 +263,7 @@ def _evaluate_level(
     kid_photo = photo[sel].tolist()
     kid_owner = owner[sel].tolist()
     kids: list[list[list]] = [[] for _ in level]
-    parent_removed = list(removed)
+    parent_removed = [row.copy() for row in removed]  # not views: a view keeps its whole block alive
     parent_rows = [e[3] for e in level]
     for o, i, b in zip(kid_owner, kid_photo, kid_bound):
         kids[o].append([i + 1, b, parent_removed[o], (*parent_rows[o], i), None])
