@@ -14,9 +14,11 @@ of the cell's draw is solved by the three exact methods of ``album-pruning``'s
 Top-k rows take only albums whose true place is in the top-k before pruning (the others
 need no solve). Prints per cell and method: albums proven optimal within ``--time-limit``,
 median and max seconds to proof (an unproven album counts its time, so a max at the limit
-means "not proven"), the ratios method / fast of the median and of the max, and whether
-every album proven by two methods has the same optimum. Then the albums not proven by
-some method.
+means "not proven"), the ratios method / fast of the median and of the max, the median
+and max machine-independent work (``fast`` budget: branch-and-bound nodes; ``cpsat``:
+deterministic seconds; ``-`` where the method has no such measure), and whether every
+album proven by two methods has the same optimum. Then the albums not proven by some
+method, and the slowest albums of each budget cell (seconds and work per album).
 
     .venv/bin/python benchmarks/album_exact.py --time-limit 10
     .venv/bin/python benchmarks/album_exact.py --time-limit 10 --problems budget --collections albums
@@ -67,8 +69,9 @@ def cells(
     return out
 
 
-def solve(method: str, cfg, A: np.ndarray, St: np.ndarray, limit: float, workers: int) -> tuple[float, bool, int]:
-    """(seconds, proven optimal, optimum reached: photos kept for top-k, protected-k for the budget)."""
+def solve(method: str, cfg, A: np.ndarray, St: np.ndarray, limit: float, workers: int) -> tuple[float, bool, int, float]:
+    """(seconds, proven optimal, optimum reached: photos kept for top-k, protected-k for the
+    budget, work: nodes or deterministic seconds, 0 where the method has no measure)."""
     start = time.perf_counter()
     if cfg.mode == "milp-topk":
         if method == "cpsat":
@@ -85,7 +88,16 @@ def solve(method: str, cfg, A: np.ndarray, St: np.ndarray, limit: float, workers
         else:
             result = milp.naive_budget(A, d, time_limit=limit)
         value = -1 if result.keep is None else protected_k(A, result.keep)
-    return time.perf_counter() - start, result.status in ("optimal", "infeasible"), value
+    return time.perf_counter() - start, result.status in ("optimal", "infeasible"), value, float(result.work)
+
+
+def _work(method: str, cfg, value: float) -> str:
+    """Nodes (``fast`` budget) or deterministic seconds (``cpsat``); ``-`` for the others."""
+    if method == "cpsat":
+        return f"{value:.3f}"
+    if method == "fast" and cfg.mode == "milp-budget":
+        return f"{int(value)}"
+    return "-"
 
 
 def main() -> None:
@@ -100,9 +112,10 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     print(f"{args.config}: {args.time_limit:g} s per album and method; HiGHS 1 thread; CP-SAT {args.workers} worker(s); baseline fast")
-    print("| cell | albums | method | proven | median s | max s | median / fast | max / fast | same optimum |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| cell | albums | method | proven | median s | max s | median / fast | max / fast | median work | max work | same optimum |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     unproven: list[str] = []
+    slowest: list[str] = []
     for label, cfg, drawn in cells(args.config, args.problems, args.collections, args.scores_from):
         index = list(range(len(drawn)))
         if cfg.mode == "milp-topk":
@@ -122,13 +135,18 @@ def main() -> None:
             if base is not None and m != "fast":
                 ratio = f"{np.median(seconds) / np.median([b[0] for b in base]):.2f}x"
                 ratio_max = f"{seconds.max() / max(b[0] for b in base):.2f}x"
+            work = np.array([r[3] for r in rows[m]])
+            work_text = [_work(m, cfg, np.median(work)), _work(m, cfg, work.max())]
             print(
                 f"| {label} | {len(albums)} | {m} | {sum(proven)}/{len(albums)} | {np.median(seconds):.3f} | {seconds.max():.3f} "
-                f"| {ratio} | {ratio_max} | {same} |",
+                f"| {ratio} | {ratio_max} | {work_text[0]} | {work_text[1]} | {same} |",
                 flush=True,
             )
+            if cfg.mode == "milp-budget":
+                top = np.argsort(-seconds, kind="stable")[:3]
+                slowest += [f"{label} {m}: album {index[i]} {seconds[i]:.2f} s, work {_work(m, cfg, work[i])}" for i in top]
             unproven += [f"{label} album {index[i]}: {m} not proven ({rows[m][i][0]:.1f} s)" for i, p in enumerate(proven) if not p]
-    for line in unproven:
+    for line in unproven + slowest:
         print(line)
     print(f"wall time {time.perf_counter() - started:.0f} s")
 

@@ -79,7 +79,8 @@ def prune_albums(
 
     An album the protocol cannot protect is kept whole, as the defense releases it.
     """
-    settings = {**protocol, "time_limit": min(float(protocol["time_limit"]), solve_time_limit)}
+    limit = protocol["time_limit"]
+    settings = {**protocol, "time_limit": solve_time_limit if limit is None else min(float(limit), solve_time_limit)}
     kept, total, n_kept = [], 0, 0
     for idx, t in zip(albums.photos, albums.places):
         S = protocol_scores(models, models.adversary_photos[idx], settings)

@@ -94,6 +94,7 @@ def branch_and_bound(
     node_limit: int | None = NODE_LIMIT,
     groups: np.ndarray | None = None,
     count: Callable[[np.ndarray], int] | None = None,
+    stats: dict[str, int] | None = None,
 ) -> tuple[np.ndarray | None, int, bool]:
     """Deletion set (row indices of ``B``) beating ``best_count`` places, if one exists.
 
@@ -111,9 +112,14 @@ def branch_and_bound(
     Returns ``(rows or None, count, proven)``: the best deletion set found with more than
     ``best_count`` places beating (``None`` if none), its count, and whether the search
     finished (so that nothing better exists) before ``deadline`` and ``node_limit`` nodes
-    (``None``: no node limit).
+    (``None``: no node limit). ``deadline`` may be ``math.inf`` (no wall-clock stop): the
+    node limit alone then stops the search, after the same nodes on every machine.
+    ``stats["nodes"]`` (when given) receives the number of nodes expanded, the search's
+    machine-independent measure of work.
     """
     n = len(B)
+    stats = {} if stats is None else stats
+    stats["nodes"] = 0
     if count is None:
         count = lambda rows: int(np.sum(tot - B[rows].sum(axis=0) >= 0))  # noqa: E731
     best_rows: np.ndarray | None = None
@@ -137,7 +143,7 @@ def branch_and_bound(
     gc.disable()
     limit = float("inf") if node_limit is None else node_limit
     try:
-        return _search(Bs, tots, child_bar, tol, d, n, packing, best_rows, best_count, deadline, limit, count, len(tot))
+        return _search(Bs, tots, child_bar, tol, d, n, packing, best_rows, best_count, deadline, limit, count, len(tot), stats)
     finally:
         if collecting:
             gc.enable()
@@ -146,9 +152,10 @@ def branch_and_bound(
 def _search(
     Bs: np.ndarray, tots: np.ndarray, child_bar: np.ndarray, tol: float, d: int, n: int,
     packing: tuple[int, int, list[tuple[int, int]]], best_rows: np.ndarray | None, best_count: int,
-    deadline: float, node_limit: float, count: Callable[[np.ndarray], int], n_places: int,
+    deadline: float, node_limit: float, count: Callable[[np.ndarray], int], n_places: int, stats: dict[str, int],
 ) -> tuple[np.ndarray | None, int, bool]:
-    """The depth-first search of :func:`branch_and_bound` on its prepared arrays."""
+    """The depth-first search of :func:`branch_and_bound` on its prepared arrays (nodes
+    expanded counted in ``stats["nodes"]``)."""
     # A node is [p, bound, parent's removed, rows, ahead] (its removed adds row p - 1 of Bs to
     # its parent's); ``ahead`` (None until evaluated, :func:`_evaluate`) holds the highest
     # count of places with a non-negative running total over its leaf children (those that
@@ -165,6 +172,7 @@ def _search(
             continue
         nodes += 1
         if nodes > node_limit or (nodes % 256 == 0 and time.perf_counter() >= deadline):
+            stats["nodes"] = nodes - 1
             return best_rows, best_count, False
         if ahead is None:
             _evaluate(node, frontier, child_bar, Bs, tots, tol, d, n, packing, best_count)
@@ -178,6 +186,7 @@ def _search(
                 if exact > best_count:
                     best_count, best_rows = exact, np.array([*rows, p + leaves[k]])
         stack.extend(kid for kid in reversed(kids) if kid[1] > best_count)
+    stats["nodes"] = nodes
     return best_rows, best_count, True
 
 
@@ -185,6 +194,10 @@ def _search(
 AHEAD_NODES = 256
 #: Children (rows of places) in one array operation, at most.
 AHEAD_ROWS = 4096
+#: Nodes kept as candidates for look-ahead, at most (the newest; older ones are evaluated
+#: when popped). Without the cap every node created stayed referenced by the frontier: about
+#: 2 kB a node, 1 GB per 500,000 nodes, so a proof of millions of nodes ran out of memory.
+FRONTIER_NODES = 16_384
 
 
 def _evaluate(
@@ -198,7 +211,9 @@ def _evaluate(
     node evaluated ahead is used when it is popped, its leaf children are counted and its
     child nodes are pushed (bound above the best count) against the best count of that
     moment, so the nodes expanded and the result are those of evaluating each node when it
-    is popped; only evaluations of nodes that a risen best count prunes are wasted."""
+    is popped; only evaluations of nodes that a risen best count prunes are wasted. The
+    frontier keeps its newest :data:`FRONTIER_NODES` nodes (older ones are evaluated when
+    popped), so the search's memory does not grow with the nodes expanded."""
     level, rows = [node], n - node[0]
     while frontier and len(level) < AHEAD_NODES and rows < AHEAD_ROWS:
         other = frontier.pop()
@@ -206,6 +221,8 @@ def _evaluate(
             level.append(other)
             rows += n - other[0]
     _evaluate_level(level, frontier, child_bar, Bs, tots, tol, d, n, packing, best_count)
+    if len(frontier) > FRONTIER_NODES:
+        del frontier[: len(frontier) - FRONTIER_NODES]
 
 
 def _evaluate_level(
@@ -246,7 +263,7 @@ def _evaluate_level(
     kid_photo = photo[sel].tolist()
     kid_owner = owner[sel].tolist()
     kids: list[list[list]] = [[] for _ in level]
-    parent_removed = list(removed)
+    parent_removed = [row.copy() for row in removed]  # not views: a view keeps its whole block alive
     parent_rows = [e[3] for e in level]
     for o, i, b in zip(kid_owner, kid_photo, kid_bound):
         kids[o].append([i + 1, b, parent_removed[o], (*parent_rows[o], i), None])

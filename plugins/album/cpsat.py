@@ -46,12 +46,16 @@ with several workers the search is interleaved (``interleave_search``), which CP
 deterministically. The budget mask is then made minimal: deleted photos are restored,
 lowest index first, while protected-k does not drop (the top-k objective already counts
 deletions). A finished search returns the same mask on every run with the same OR-Tools
-version and parameters, whatever the machine's load. A wall-clock limit that stops the
-search returns the best verified mask as ``feasible`` (never ``optimal``).
+version and parameters, whatever the machine's load. A limit that stops the search
+returns the best verified mask as ``feasible`` (never ``optimal``): a wall-clock limit
+(``time_limit``) stops at a point that depends on the machine's load, a deterministic
+one (``deterministic_limit``, CP-SAT's ``max_deterministic_time``) at the same point on
+every machine.
 """
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from dataclasses import dataclass
@@ -117,14 +121,42 @@ class _Outcome:
     infeasible: bool = False
 
 
-def _solver(time_left: float, num_workers: int, random_seed: int) -> cp_model.CpSolver:
-    solver = cp_model.CpSolver()
-    p = solver.parameters
-    p.random_seed = random_seed
-    p.num_workers = num_workers
-    p.interleave_search = num_workers > 1
-    p.max_time_in_seconds = max(float(time_left), 0.01)
-    return solver
+@dataclass
+class Limits:
+    """What may stop one album's CP-SAT solves: a wall-clock ``deadline`` (``math.inf``:
+    none) and ``deterministic`` seconds left (CP-SAT's ``max_deterministic_time``, a work
+    measure that is the same on every machine; ``None``: none). ``work`` adds up the
+    deterministic seconds the solves spent."""
+
+    deadline: float
+    deterministic: float | None
+    num_workers: int = NUM_WORKERS
+    random_seed: int = RANDOM_SEED
+    work: float = 0.0
+
+    def left(self) -> bool:
+        """Whether another solve may start."""
+        return time.perf_counter() < self.deadline and (self.deterministic is None or self.work < self.deterministic)
+
+    def solve(self, model: cp_model.CpModel) -> tuple[cp_model.CpSolver, int]:
+        """Solve ``model`` within what is left; returns the solver and its status."""
+        solver = cp_model.CpSolver()
+        p = solver.parameters
+        p.random_seed = self.random_seed
+        p.num_workers = self.num_workers
+        p.interleave_search = self.num_workers > 1
+        if math.isfinite(self.deadline):
+            p.max_time_in_seconds = max(self.deadline - time.perf_counter(), 0.01)
+        if self.deterministic is not None:
+            p.max_deterministic_time = max(self.deterministic - self.work, 0.0)
+        status = solver.Solve(model)
+        self.work += solver.deterministic_time
+        return solver, status
+
+
+def _limits(time_limit: float | None, deterministic_limit: float | None, num_workers: int, random_seed: int) -> Limits:
+    deadline = math.inf if time_limit is None else time.perf_counter() + time_limit
+    return Limits(deadline, deterministic_limit, num_workers, random_seed)
 
 
 def _budget_model(
@@ -171,11 +203,10 @@ def _budget_model(
 
 def _solve_budget(
     ints: IntegerScores, A: np.ndarray, d: int, fixed: np.ndarray, strict: bool, hint: np.ndarray | None,
-    deadline: float, num_workers: int, random_seed: int,
+    limits: Limits,
 ) -> _Outcome:
     model, x, n_always = _budget_model(ints, d, fixed, strict, hint)
-    solver = _solver(deadline - time.perf_counter(), num_workers, random_seed)
-    status = solver.Solve(model)
+    solver, status = limits.solve(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return _Outcome(None, None)
     keep = np.ones(len(A), dtype=bool)
@@ -203,8 +234,8 @@ def _fewest_deletions(A: np.ndarray, keep: np.ndarray) -> np.ndarray:
 
 
 def cpsat_budget(
-    A: np.ndarray, d: int, fixed=None, time_limit: float = 60.0, hints: list[np.ndarray | None] = (),
-    num_workers: int = NUM_WORKERS, random_seed: int = RANDOM_SEED,
+    A: np.ndarray, d: int, fixed=None, time_limit: float | None = 60.0, hints: list[np.ndarray | None] = (),
+    num_workers: int = NUM_WORKERS, random_seed: int = RANDOM_SEED, deterministic_limit: float | None = None,
 ) -> PruneResult:
     """Maximum protected-k under a budget of ``d`` deletions (4)/(7) by CP-SAT.
 
@@ -212,23 +243,27 @@ def cpsat_budget(
     are skipped); the best is CP-SAT's hint and the fallback. ``optimal`` only when a
     verified mask reaches the relaxed model's proven optimum (module docstring); the mask
     returned deletes no photo it could restore without lowering protected-k.
+    ``time_limit`` (wall-clock seconds) and ``deterministic_limit`` (CP-SAT deterministic
+    seconds, the same stop on every machine), ``None``: none; ``work`` of the result is
+    the deterministic seconds spent.
     """
     fixed = keep_mask_or_none(fixed, len(A))
     start = time.perf_counter()
-    deadline = start + time_limit
+    limits = _limits(time_limit, deterministic_limit, num_workers, random_seed)
     d = min(int(d), int((~fixed).sum()))
     ints = integer_scores(A)
     admissible = [m for m in [np.ones(len(A), dtype=bool), *hints] if m is not None and (~m).sum() <= d and not np.any(fixed & ~m)]
     hint = _best(A, admissible, lambda m: protected_k(A, m))
-    relaxed = _solve_budget(ints, A, d, fixed, False, hint, deadline, num_workers, random_seed)
+    relaxed = _solve_budget(ints, A, d, fixed, False, hint, limits)
     keep = _best(A, [relaxed.keep, hint], lambda m: protected_k(A, m))
-    if relaxed.bound is not None and protected_k(A, keep) < relaxed.bound and time.perf_counter() < deadline:
-        strict = _solve_budget(ints, A, d, fixed, True, keep, deadline, num_workers, random_seed)
+    if relaxed.bound is not None and protected_k(A, keep) < relaxed.bound and limits.left():
+        strict = _solve_budget(ints, A, d, fixed, True, keep, limits)
         keep = _best(A, [strict.keep, keep], lambda m: protected_k(A, m))
     proven = relaxed.bound is not None and protected_k(A, keep) >= relaxed.bound
     if relaxed.bound is not None and not proven:
         warnings.warn("CP-SAT: a place ties within the integer scaling's margin; budget result not proven optimal", stacklevel=2)
-    return PruneResult(_fewest_deletions(A, keep), "optimal" if proven else "feasible", time.perf_counter() - start)
+    status = "optimal" if proven else "feasible"
+    return PruneResult(_fewest_deletions(A, keep), status, time.perf_counter() - start, limits.work)
 
 
 def _relaxed_caps(ints: IntegerScores, fixed: np.ndarray, bar: np.ndarray) -> np.ndarray:
@@ -245,7 +280,7 @@ def _relaxed_caps(ints: IntegerScores, fixed: np.ndarray, bar: np.ndarray) -> np
 
 def _solve_topk(
     ints: IntegerScores, A: np.ndarray, k: int, fixed: np.ndarray, strict: bool, hint: np.ndarray | None,
-    deadline: float, num_workers: int, random_seed: int,
+    limits: Limits,
 ) -> _Outcome:
     """Model (6) on the places whose cap reaches the best known count."""
     a = ints.a
@@ -278,8 +313,7 @@ def _solve_topk(
         totals = a[hint].sum(axis=0)[places]
         for col, j in enumerate(places):
             model.AddHint(h[col], int(totals[col] >= bar[j]))
-    solver = _solver(deadline - time.perf_counter(), num_workers, random_seed)
-    status = solver.Solve(model)
+    solver, status = limits.solve(model)
     if status == cp_model.INFEASIBLE:
         return _Outcome(None, None, infeasible=hint is None)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -290,8 +324,8 @@ def _solve_topk(
 
 
 def cpsat_topk(
-    A: np.ndarray, k: int, fixed=None, time_limit: float = 60.0, hints: list[np.ndarray | None] = (),
-    num_workers: int = NUM_WORKERS, random_seed: int = RANDOM_SEED,
+    A: np.ndarray, k: int, fixed=None, time_limit: float | None = 60.0, hints: list[np.ndarray | None] = (),
+    num_workers: int = NUM_WORKERS, random_seed: int = RANDOM_SEED, deterministic_limit: float | None = None,
 ) -> PruneResult:
     """Fewest deletions for a top-k guarantee (3)/(6) by CP-SAT.
 
@@ -301,21 +335,22 @@ def cpsat_topk(
     left out (a better solution keeps more photos than they allow); each kept place adds
     ``h_j => sum z <= c_j``. ``optimal`` only when a mask passing ``protected_k`` keeps as
     many photos as the relaxed model's proven optimum; ``infeasible`` when the relaxed
-    model (a superset of the float problem) has no solution.
+    model (a superset of the float problem) has no solution. Limits and ``work`` as in
+    :func:`cpsat_budget`.
     """
     fixed = keep_mask_or_none(fixed, len(A))
     start = time.perf_counter()
-    deadline = start + time_limit
+    limits = _limits(time_limit, deterministic_limit, num_workers, random_seed)
     ints = integer_scores(A)
     feasible = [m for m in hints if m is not None and protected_k(A, m) >= k and not np.any(fixed & ~m)]
     hint = _best(A, feasible, lambda m: int(m.sum()))
-    relaxed = _solve_topk(ints, A, k, fixed, False, hint, deadline, num_workers, random_seed)
+    relaxed = _solve_topk(ints, A, k, fixed, False, hint, limits)
     if relaxed.infeasible:
-        return PruneResult(None, "infeasible", time.perf_counter() - start)
+        return PruneResult(None, "infeasible", time.perf_counter() - start, limits.work)
     ok = [m for m in (relaxed.keep, hint) if m is not None and protected_k(A, m) >= k]
     keep = _best(A, ok, lambda m: int(m.sum()))
-    if relaxed.bound is not None and (keep is None or keep.sum() < relaxed.bound) and time.perf_counter() < deadline:
-        strict = _solve_topk(ints, A, k, fixed, True, keep, deadline, num_workers, random_seed)
+    if relaxed.bound is not None and (keep is None or keep.sum() < relaxed.bound) and limits.left():
+        strict = _solve_topk(ints, A, k, fixed, True, keep, limits)
         ok = [m for m in (strict.keep, keep) if m is not None and protected_k(A, m) >= k]
         keep = _best(A, ok, lambda m: int(m.sum()))
     proven = relaxed.bound is not None and keep is not None and keep.sum() >= relaxed.bound
@@ -323,11 +358,14 @@ def cpsat_topk(
         warnings.warn("CP-SAT: a place ties within the integer scaling's margin; top-k result not proven optimal", stacklevel=2)
     seconds = time.perf_counter() - start
     if keep is None:
-        return PruneResult(None, "unknown", seconds)
-    return PruneResult(keep, "optimal" if proven else "feasible", seconds)
+        return PruneResult(None, "unknown", seconds, limits.work)
+    return PruneResult(keep, "optimal" if proven else "feasible", seconds, limits.work)
 
 
-def solve_topk(A: np.ndarray, k: int, fixed=None, time_limit: float = 60.0, num_workers: int = NUM_WORKERS) -> PruneResult:
+def solve_topk(
+    A: np.ndarray, k: int, fixed=None, time_limit: float | None = 60.0, num_workers: int = NUM_WORKERS,
+    deterministic_limit: float | None = None,
+) -> PruneResult:
     """:func:`cpsat_topk` started from the fast formulation's joint heuristics
     (:func:`vispriv.plugins.album.milp.heuristic_topk`)."""
     from vispriv.plugins.album.milp import heuristic_topk
@@ -335,13 +373,18 @@ def solve_topk(A: np.ndarray, k: int, fixed=None, time_limit: float = 60.0, num_
     fixed = keep_mask_or_none(fixed, len(A))
     start = time.perf_counter()
     hint = heuristic_topk(A, k, fixed)
-    result = cpsat_topk(A, k, fixed, time_limit - (time.perf_counter() - start), [hint], num_workers)
+    result = cpsat_topk(A, k, fixed, _time_left(time_limit, start), [hint], num_workers, deterministic_limit=deterministic_limit)
     result.seconds = time.perf_counter() - start
     return result
 
 
+def _time_left(time_limit: float | None, start: float) -> float | None:
+    return None if time_limit is None else time_limit - (time.perf_counter() - start)
+
+
 def solve_budget(
-    A: np.ndarray, d: int, S_true: np.ndarray, fixed=None, time_limit: float = 60.0, num_workers: int = NUM_WORKERS
+    A: np.ndarray, d: int, S_true: np.ndarray, fixed=None, time_limit: float | None = 60.0, num_workers: int = NUM_WORKERS,
+    deterministic_limit: float | None = None,
 ) -> PruneResult:
     """:func:`cpsat_budget` started from the fast formulation's local search
     (:func:`vispriv.plugins.album.milp.heuristic_budget` from keep-all and greedy-budget;
@@ -353,6 +396,8 @@ def solve_budget(
     d_free = min(int(d), int((~fixed).sum()))
     greedy = greedy_budget(np.column_stack([S_true, S_true]), 0, d_free, fixed).keep
     hint = heuristic_budget(A, d_free, fixed, [np.ones(len(A), dtype=bool), greedy])
-    result = cpsat_budget(A, d, fixed, time_limit - (time.perf_counter() - start), [hint, greedy], num_workers)
+    result = cpsat_budget(
+        A, d, fixed, _time_left(time_limit, start), [hint, greedy], num_workers, deterministic_limit=deterministic_limit
+    )
     result.seconds = time.perf_counter() - start
     return result

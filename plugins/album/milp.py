@@ -22,11 +22,14 @@ Two formulations of each problem, both exact:
   Every row and bound is implied by the original problem, so the optimum is exact.
 
 The solver is any cvxpy MILP solver (``HIGHS`` by default); the time limit and a zero
-MIP gap are passed to HiGHS.
+MIP gap are passed to HiGHS. ``time_limit=None`` sets no wall-clock limit (the solve
+runs until proven, or, for the budget's branch and bound, until its node limit: a stop
+that falls after the same nodes on every machine, whatever its load).
 """
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 
@@ -56,7 +59,7 @@ PLACE_STARTS = 8
 #: fast_budget runs the descending search first up to this many candidate places, else branch and bound.
 DESCEND_PLACES = 16
 
-def _solve(problem: cp.Problem, solver: str, time_limit: float) -> str:
+def _solve(problem: cp.Problem, solver: str, time_limit: float | None) -> str:
     """Solve and map cvxpy's status to ``optimal`` / ``feasible`` / ``infeasible`` / ``unknown``."""
     opts = solver_options(solver, time_limit)
     try:
@@ -108,7 +111,7 @@ def _naive_model(A: np.ndarray, fixed: np.ndarray):
     return z, h, cons
 
 
-def naive_topk(A: np.ndarray, k: int, fixed=None, solver: str = "HIGHS", time_limit: float = 60.0) -> PruneResult:
+def naive_topk(A: np.ndarray, k: int, fixed=None, solver: str = "HIGHS", time_limit: float | None = 60.0) -> PruneResult:
     """Problem (6) with the supplement-C linearisation over all places."""
     fixed = keep_mask_or_none(fixed, len(A))
     start = time.perf_counter()
@@ -121,7 +124,7 @@ def naive_topk(A: np.ndarray, k: int, fixed=None, solver: str = "HIGHS", time_li
     return PruneResult(keep, status, time.perf_counter() - start)
 
 
-def naive_budget(A: np.ndarray, d: int, fixed=None, solver: str = "HIGHS", time_limit: float = 60.0) -> PruneResult:
+def naive_budget(A: np.ndarray, d: int, fixed=None, solver: str = "HIGHS", time_limit: float | None = 60.0) -> PruneResult:
     """Problem (7) with the supplement-C linearisation over all places."""
     fixed = keep_mask_or_none(fixed, len(A))
     start = time.perf_counter()
@@ -307,11 +310,14 @@ def _run_model(
     return ("infeasible", None) if status == "infeasible" else ("unknown", None)
 
 
-def fast_topk(A: np.ndarray, k: int, fixed=None, solver: str = "HIGHS", time_limit: float = 60.0, warm: np.ndarray | None = None) -> PruneResult:
-    """Exact minimum deletions for a top-k guarantee (3) by descending-cardinality search."""
+def fast_topk(
+    A: np.ndarray, k: int, fixed=None, solver: str = "HIGHS", time_limit: float | None = 60.0, warm: np.ndarray | None = None
+) -> PruneResult:
+    """Exact minimum deletions for a top-k guarantee (3) by descending-cardinality search
+    (``time_limit=None``: no wall-clock limit)."""
     fixed = keep_mask_or_none(fixed, len(A))
     start = time.perf_counter()
-    deadline = start + time_limit
+    deadline = _deadline(start, time_limit)
     c = caps(A, fixed)
     upper = int(np.sort(c)[::-1][k - 1])
     best = heuristic_topk(A, k, fixed, [warm] if warm is not None else [])
@@ -332,6 +338,11 @@ def fast_topk(A: np.ndarray, k: int, fixed=None, solver: str = "HIGHS", time_lim
     if best is None:
         return PruneResult(None, "infeasible" if proven else "unknown", seconds)
     return PruneResult(best, "optimal" if proven else "feasible", seconds)
+
+
+def _deadline(start: float, time_limit: float | None) -> float:
+    """``start + time_limit``, or ``math.inf`` (no wall-clock limit) for ``None``."""
+    return math.inf if time_limit is None else start + time_limit
 
 
 def _place_starts(A: np.ndarray, d: int, fixed: np.ndarray, n_starts: int = PLACE_STARTS) -> list[np.ndarray]:
@@ -403,12 +414,13 @@ def _descend_budget(A: np.ndarray, d: int, fixed: np.ndarray, c: np.ndarray, bes
 
 
 def _search_budget(
-    A: np.ndarray, d: int, fixed: np.ndarray, c: np.ndarray, best: np.ndarray, deadline: float, node_limit: int | None = NODE_LIMIT
+    A: np.ndarray, d: int, fixed: np.ndarray, c: np.ndarray, best: np.ndarray, deadline: float,
+    node_limit: int | None = NODE_LIMIT, stats: dict[str, int] | None = None,
 ) -> tuple[np.ndarray, bool]:
     """Branch and bound over deletion sets (:mod:`vispriv.plugins.album.budget_search`) on the
     open places (neither beating nor losing under every admissible mask), with the pair
     conflicts of the surrogate test at ``N - d`` grouped into cliques for the bound;
-    ``node_limit`` (``None``: the deadline alone) as in
+    ``node_limit`` (``None``: the deadline alone) and ``stats`` (nodes expanded) as in
     :func:`vispriv.plugins.album.budget_search.branch_and_bound`."""
     t_min = len(A) - d
     J = np.flatnonzero(c >= t_min)
@@ -428,7 +440,7 @@ def _search_budget(
 
     rows, _, proven = branch_and_bound(
         A[cand][:, places], A[:, places].sum(axis=0), d, protected_k(A[:, places], best), deadline,
-        node_limit=node_limit, groups=groups, count=count,
+        node_limit=node_limit, groups=groups, count=count, stats=stats,
     )
     return (best if rows is None else keep_of(rows)), proven
 
@@ -439,9 +451,10 @@ def fast_budget(
     S_true: np.ndarray,
     fixed=None,
     solver: str = "HIGHS",
-    time_limit: float = 60.0,
+    time_limit: float | None = 60.0,
     warm: np.ndarray | None = None,
     descend_places: int = DESCEND_PLACES,
+    node_limit: int | None = None,
 ) -> PruneResult:
     """Exact maximum protected-k under a budget of ``d`` deletions (4).
 
@@ -459,30 +472,38 @@ def fast_budget(
       (:func:`vispriv.plugins.album.budget_search.branch_and_bound`), whose per-place
       bound needs no LP.
 
-    If the descending search runs first and stops unproven (time limit, solver failure),
-    the branch and bound gets the time left, and at most
+    ``node_limit`` (``None``: the defaults below) caps the branch and bound's nodes
+    wherever it runs; a search it stops is final (the descending search is not tried
+    after it), so with ``time_limit=None`` the result -- mask, status and ``work``, the
+    nodes expanded -- is the same on every machine, whatever its load. Without it: if the
+    descending search runs first and stops unproven (time limit, solver failure), the
+    branch and bound gets the time left, and at most
     :data:`vispriv.plugins.album.budget_search.NODE_LIMIT` nodes. Run first (many
     places), the branch and bound has the time limit only: a node limit would hand the rest
     of the time to the descending search over those many places, which has not settled an
-    album that the branch and bound could not (docs/benchmarks.md). A time limit that cuts
-    both returns the best mask found as ``feasible``, never ``optimal``.
+    album that the branch and bound could not (docs/benchmarks.md). A time or node limit
+    that cuts the search returns the best mask found as ``feasible``, never ``optimal``.
     """
     fixed = keep_mask_or_none(fixed, len(A))
     start = time.perf_counter()
-    deadline = start + time_limit
+    deadline = _deadline(start, time_limit)
     d = min(int(d), int((~fixed).sum()))
     c = caps(A, fixed)
     greedy = greedy_budget(np.column_stack([S_true, S_true]), 0, d, fixed).keep
     best = heuristic_budget(A, d, fixed, [np.ones(len(A), dtype=bool), greedy, warm])
     proven = protected_k(A, best) >= int(np.sum(c >= len(A) - d))
+    stats: dict[str, int] = {}
+    later_limit = NODE_LIMIT if node_limit is None else node_limit
     searches = [
         lambda keep: _descend_budget(A, d, fixed, c, keep, solver, deadline),
-        lambda keep: _search_budget(A, d, fixed, c, keep, deadline),
+        lambda keep: _search_budget(A, d, fixed, c, keep, deadline, later_limit, stats),
     ]
     if np.sum(c >= len(A) - d) > descend_places:
-        searches = [lambda keep: _search_budget(A, d, fixed, c, keep, deadline, node_limit=None), searches[0]]
+        searches = [lambda keep: _search_budget(A, d, fixed, c, keep, deadline, node_limit, stats)]
+        if node_limit is None:
+            searches.append(lambda keep: _descend_budget(A, d, fixed, c, keep, solver, deadline))
     for search in searches:
         if proven or time.perf_counter() >= deadline:
             break
         best, proven = search(best)
-    return PruneResult(best, "optimal" if proven else "feasible", time.perf_counter() - start)
+    return PruneResult(best, "optimal" if proven else "feasible", time.perf_counter() - start, float(stats.get("nodes", 0)))

@@ -20,7 +20,10 @@ from vispriv.harness.errors import InputError
 from vispriv.plugins.album.pruning import PruneResult, advantage, greedy_budget, greedy_topk, top1_exact
 
 #: The keys of a pruning protocol (all public settings of ``album-pruning``).
-PROTOCOL_KEYS = ("mode", "k", "budget", "formulation", "solver", "time_limit", "theta", "scores_from", "keep_rank")
+PROTOCOL_KEYS = (
+    "mode", "k", "budget", "formulation", "solver", "time_limit", "node_limit", "deterministic_limit", "theta", "scores_from",
+    "keep_rank",
+)
 #: Modes that delete to a top-k guarantee (problem 3); the others work to a budget (problem 4).
 TOPK_MODES = frozenset({"greedy", "top1-exact", "milp-topk"})
 
@@ -60,7 +63,8 @@ def prune(S: np.ndarray, t: int, protocol: dict[str, Any], fixed: np.ndarray) ->
     from vispriv.plugins.album import cpsat, milp
 
     mode, k, theta = protocol["mode"], int(protocol["k"]), float(protocol["theta"])
-    solver, time_limit = protocol["solver"], float(protocol["time_limit"])
+    solver, time_limit = protocol["solver"], protocol["time_limit"]
+    node_limit, deterministic = protocol.get("node_limit"), protocol.get("deterministic_limit")
     A, _ = advantage(S, t, theta)
     d = int(np.floor(float(protocol["budget"]) * len(S)))
     start = time.perf_counter()
@@ -71,14 +75,14 @@ def prune(S: np.ndarray, t: int, protocol: dict[str, Any], fixed: np.ndarray) ->
     elif mode == "top1-exact":
         result = top1_exact(A, fixed)
     elif mode == "milp-topk" and protocol["formulation"] == "cpsat":
-        result = cpsat.solve_topk(A, k, fixed, time_limit=time_limit)
+        result = cpsat.solve_topk(A, k, fixed, time_limit=time_limit, deterministic_limit=deterministic)
     elif mode == "milp-topk":
         solve = milp.fast_topk if protocol["formulation"] == "fast" else milp.naive_topk
         result = solve(A, k, fixed, solver=solver, time_limit=time_limit)
     elif protocol["formulation"] == "cpsat":
-        result = cpsat.solve_budget(A, d, S[:, t], fixed, time_limit=time_limit)
+        result = cpsat.solve_budget(A, d, S[:, t], fixed, time_limit=time_limit, deterministic_limit=deterministic)
     elif protocol["formulation"] == "fast":
-        result = milp.fast_budget(A, d, S[:, t], fixed, solver=solver, time_limit=time_limit)
+        result = milp.fast_budget(A, d, S[:, t], fixed, solver=solver, time_limit=time_limit, node_limit=node_limit)
     else:
         result = milp.naive_budget(A, d, fixed, solver=solver, time_limit=time_limit)
     result.seconds = time.perf_counter() - start

@@ -29,14 +29,17 @@ class PruneResult:
     """Outcome of one album's pruning.
 
     ``keep`` is the keep mask (``None`` when no admissible deletion set exists),
-    ``status`` one of ``optimal`` (proven), ``feasible`` (heuristic or time limit hit),
-    ``infeasible`` (no deletion set satisfies the constraints), and ``seconds`` the
-    solve time.
+    ``status`` one of ``optimal`` (proven), ``feasible`` (heuristic, or a time or work
+    limit hit), ``infeasible`` (no deletion set satisfies the constraints), ``seconds``
+    the solve time, and ``work`` the solver's machine-independent measure of effort where
+    it has one (``0`` otherwise): branch-and-bound nodes for the ``fast`` budget search,
+    deterministic seconds for CP-SAT.
     """
 
     keep: np.ndarray | None
     status: str
     seconds: float = 0.0
+    work: float = 0.0
 
 
 def check_scores(S: np.ndarray, t: int) -> np.ndarray:

@@ -9,18 +9,20 @@ same ``threads=1`` (one thread, as docs/album.md states), LPs included.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sys
 
 
 def solver_options(solver: str, time_limit: float | None = None) -> dict:
     """cvxpy ``solve`` keyword arguments: HiGHS gets one thread, a zero MIP gap and the time
-    limit (seconds, at least 0.01); other solvers get none (their defaults)."""
+    limit (seconds, at least 0.01; none when ``None`` or infinite); other solvers get none
+    (their defaults)."""
     if solver.upper() != "HIGHS":
         return {}
     silence_highs_banner()
     opts: dict = {"threads": 1, "mip_rel_gap": 0.0}
-    if time_limit is not None:
+    if time_limit is not None and math.isfinite(time_limit):
         opts["time_limit"] = max(float(time_limit), 0.01)
     return opts
 

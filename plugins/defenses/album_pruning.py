@@ -7,8 +7,12 @@ Modes: ``greedy`` / ``greedy-budget`` (the paper's baseline, section 3), ``top1-
 behind exact filters, and a branch and bound for the budget), the paper's ``naive`` MILP
 (:mod:`vispriv.plugins.album.milp`) or ``cpsat`` (OR-Tools CP-SAT,
 :mod:`vispriv.plugins.album.cpsat`). An album that an exact mode does not prove optimal
-within ``time_limit`` keeps its best mask found, counted in ``unproven_share`` (not in
-``optimal_share``), and the cell warns. Scores come from the defender's proxy
+within its limits keeps its best mask found, counted in ``unproven_share`` (not in
+``optimal_share``), and the cell warns. The limits: ``time_limit`` (wall clock, per
+album; ``null``: none), and the work limits whose stop falls at the same point on every
+machine -- ``node_limit`` (the ``fast`` budget search's branch-and-bound nodes) and
+``deterministic_limit`` (CP-SAT's deterministic seconds). With ``time_limit: null`` a
+cell's masks and ``optimal_share`` do not depend on the machine or its load. Scores come from the defender's proxy
 classifier with the black-box margin ``theta`` (eq. 8) added to the true place, or from
 the adversary's own model (``scores_from: adversary``, the white-box setting).
 
@@ -78,15 +82,25 @@ class NoPruning(Defense):
         )
 
 
-_SOLVER = frozenset({"formulation", "solver", "time_limit"})
+_SOLVER = frozenset({"formulation", "solver", "time_limit", "node_limit", "deterministic_limit"})
 #: The settings each album-pruning mode does not read (left out of its label).
 IGNORED_BY_MODE: dict[str, frozenset[str]] = {
     "greedy": _SOLVER | {"budget"},
     "greedy-budget": _SOLVER,
     "top1-exact": _SOLVER | {"budget"},
-    "milp-topk": frozenset({"budget"}),
+    "milp-topk": frozenset({"budget", "node_limit"}),
     "milp-budget": frozenset(),
 }
+
+
+def _limits_text(cfg) -> str:
+    """The limits a cell's solves ran under, for its warning."""
+    parts = [f"time_limit {'none' if cfg.time_limit is None else f'{cfg.time_limit:g} s'}"]
+    if cfg.formulation == "fast" and cfg.mode == "milp-budget":
+        parts.append(f"node_limit {cfg.node_limit if cfg.node_limit is not None else 'default'}")
+    if cfg.formulation == "cpsat":
+        parts.append(f"deterministic_limit {cfg.deterministic_limit if cfg.deterministic_limit is not None else 'none'}")
+    return ", ".join(parts)
 
 
 class AlbumPruning(Defense):
@@ -98,14 +112,23 @@ class AlbumPruning(Defense):
         budget: float = Field(0.25, gt=0, le=1, description="deletion budget d as a fraction of the album (budget modes)")
         formulation: Literal["fast", "naive", "cpsat"] = "fast"
         solver: str = "HIGHS"
-        time_limit: float = Field(60.0, gt=0, description="seconds per album for the MILP modes")
+        time_limit: float | None = Field(60.0, gt=0, description="wall-clock seconds per album for the MILP modes (null: none)")
+        node_limit: int | None = Field(
+            None, ge=1, description="branch-and-bound nodes per album, milp-budget with formulation fast (null: the defaults)"
+        )
+        deterministic_limit: float | None = Field(
+            None, gt=0, description="CP-SAT deterministic seconds per album, formulation cpsat (null: none)"
+        )
         theta: float = Field(0.0, ge=0, description="black-box margin added to the true place's proxy scores (eq. 8)")
         scores_from: Literal["proxy", "adversary"] = "proxy"
         keep_rank: int | None = Field(None, ge=1, description="keep the photo ranked r-th by true-place score (Fig. 2)")
 
         def ignored_fields(self) -> frozenset[str]:
-            """The settings ``mode`` does not read: the solver's in the greedy and exact modes, the budget in the top-k ones."""
-            return IGNORED_BY_MODE[self.mode]
+            """The settings ``mode`` does not read (the solver's in the greedy and exact modes, the budget in
+            the top-k ones), and the work limit of the formulations not chosen."""
+            other = frozenset({"node_limit"} if self.formulation != "fast" else set())
+            other |= frozenset({"deterministic_limit"} if self.formulation != "cpsat" else set())
+            return IGNORED_BY_MODE[self.mode] | other
 
     name = "album-pruning"
     version = "1.0"
@@ -143,7 +166,7 @@ class AlbumPruning(Defense):
         if unproven and cfg.mode.startswith("milp"):
             warnings.warn(
                 f"album-pruning {cfg.mode} ({cfg.formulation}): {unproven} of {len(statuses)} albums not proven optimal "
-                f"within time_limit {cfg.time_limit:g} s; their masks are the best found (utility/unproven_share)",
+                f"within their limits ({_limits_text(cfg)}); their masks are the best found (utility/unproven_share)",
                 stacklevel=2,
             )
         utility = {

@@ -179,9 +179,9 @@ def test_a_cell_with_unproven_albums_warns(tmp_path, monkeypatch):
     solve = cpsat.solve_budget
     calls = []
 
-    def first_unproven(A, d, St, fixed, time_limit):
+    def first_unproven(A, d, St, fixed, **limits):
         calls.append(1)
-        result = solve(A, d, St, fixed, time_limit=time_limit)
+        result = solve(A, d, St, fixed, **limits)
         return PruneResult(result.keep, "feasible" if len(calls) == 1 else result.status, result.seconds)
 
     monkeypatch.setattr(cpsat, "solve_budget", first_unproven)

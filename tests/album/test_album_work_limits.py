@@ -1,0 +1,126 @@
+"""Work limits of the exact album solvers: a stop that falls at the same point on every
+machine (branch-and-bound nodes for the ``fast`` budget search, CP-SAT deterministic
+seconds), and no wall-clock stop when ``time_limit`` is ``None``."""
+
+import types
+
+import numpy as np
+import pytest
+
+from vispriv.harness.labels import config_label
+from vispriv.plugins.album import budget_search, cpsat, milp
+from vispriv.plugins.album.protocol import prune, public_protocol
+from vispriv.plugins.album.pruning import advantage, brute_force_budget, protected_k
+from vispriv.plugins.defenses.album_pruning import AlbumPruning
+
+
+def _album(seed: int, n: int = 12, m: int = 40):
+    rng = np.random.default_rng(seed)
+    S = rng.normal(0, 2, (n, m))
+    S[:, 0] += 1.0
+    return S, advantage(S, 0)[0]
+
+
+def _searched_albums(count: int):
+    """Albums (with d) whose proof needs at least 2 branch-and-bound nodes (many places: it runs first)."""
+    found = []
+    for seed in range(400):
+        S, A = _album(seed)
+        d = 4
+        full = milp.fast_budget(A, d, S[:, 0], time_limit=None, descend_places=0)
+        if full.work >= 2:
+            found.append((S, A, d, full))
+        if len(found) == count:
+            return found
+    raise AssertionError("no album needs the branch and bound")
+
+
+class _SlowClock:
+    """A wall clock on which every reading is an hour after the previous one (a very busy machine)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        self.now += 3600.0
+        return self.now
+
+
+def test_node_limit_stops_the_budget_search_after_exactly_that_many_nodes():
+    """With ``W`` nodes to the proof, ``node_limit=W`` proves the optimum (brute force) and
+    ``node_limit=W - 1`` stops after ``W - 1`` nodes, unproven, and the descending search is
+    not tried after it; both runs are the same twice."""
+    for S, A, d, full in _searched_albums(5):
+        nodes = int(full.work)
+        assert full.status == "optimal" and protected_k(A, full.keep) == brute_force_budget(A, d)
+        enough = milp.fast_budget(A, d, S[:, 0], time_limit=None, descend_places=0, node_limit=nodes)
+        assert enough.status == "optimal" and enough.work == nodes
+        assert np.array_equal(enough.keep, full.keep)
+        cut = [milp.fast_budget(A, d, S[:, 0], time_limit=None, descend_places=0, node_limit=nodes - 1) for _ in range(2)]
+        assert [r.status for r in cut] == ["feasible", "feasible"]
+        assert [r.work for r in cut] == [nodes - 1, nodes - 1]
+        assert np.array_equal(cut[0].keep, cut[1].keep) and (~cut[0].keep).sum() <= d
+
+
+def test_budget_result_without_time_limit_does_not_depend_on_the_clock(monkeypatch):
+    """``time_limit=None``: on a clock that jumps an hour per reading the result (mask, status,
+    nodes) is the one of the real clock; with a 60 s limit that clock cuts the search."""
+    cases = _searched_albums(3)
+    expected = [milp.fast_budget(A, d, S[:, 0], time_limit=None, descend_places=0, node_limit=10**6) for S, A, d, _ in cases]
+    slow = types.SimpleNamespace(perf_counter=_SlowClock().perf_counter)
+    monkeypatch.setattr(milp, "time", slow)
+    monkeypatch.setattr(budget_search, "time", slow)
+    monkeypatch.setattr(budget_search, "NODE_LIMIT", 10**6)
+    for (S, A, d, _), want in zip(cases, expected):
+        got = milp.fast_budget(A, d, S[:, 0], time_limit=None, descend_places=0, node_limit=10**6)
+        assert (got.status, got.work) == (want.status, want.work) == ("optimal", want.work)
+        assert np.array_equal(got.keep, want.keep)
+        assert milp.fast_budget(A, d, S[:, 0], time_limit=60.0, descend_places=0).status == "feasible"
+
+
+def test_protocol_passes_the_node_limit_to_the_budget_search():
+    """The defense's ``node_limit`` and ``time_limit: null`` reach :func:`milp.fast_budget`
+    through the public protocol (so an attacker replaying it gets the same stop)."""
+    S, _, d, full = _searched_albums(1)[0]
+    config = AlbumPruning.Config(mode="milp-budget", budget=(d + 0.5) / len(S), time_limit=None, node_limit=int(full.work) - 1)
+    result = prune(S, 0, public_protocol("album-pruning", config.model_dump()), np.zeros(len(S), dtype=bool))
+    assert (result.status, result.work) == ("feasible", full.work - 1)
+
+
+def test_work_limits_are_left_out_of_labels_where_they_do_not_apply():
+    """``node_limit`` is read by the ``fast`` budget search only, ``deterministic_limit`` by
+    CP-SAT only; at their defaults (``None``) neither is named, so existing labels stay."""
+    assert config_label("album-pruning", AlbumPruning.Config()) == "album-pruning"
+    topk = AlbumPruning.Config(mode="milp-topk", node_limit=5, deterministic_limit=1.0)
+    assert config_label("album-pruning", topk) == "album-pruning"
+    budget = AlbumPruning.Config(mode="milp-budget", node_limit=5, deterministic_limit=1.0, time_limit=None)
+    assert config_label("album-pruning", budget) == "album-pruning(mode=milp-budget,node_limit=5,time_limit=None)"
+    sat = AlbumPruning.Config(mode="milp-budget", formulation="cpsat", node_limit=5, deterministic_limit=1.0)
+    assert config_label("album-pruning", sat) == "album-pruning(deterministic_limit=1,formulation=cpsat,mode=milp-budget)"
+
+
+@pytest.mark.parametrize("problem", ["budget", "topk"])
+def test_cpsat_deterministic_limit_is_the_same_stop_on_any_clock(problem, monkeypatch):
+    """CP-SAT under ``deterministic_limit`` alone: a limit too small for the proof stops it
+    unproven, and the mask, status and deterministic seconds spent are the same on the real
+    clock and on one that jumps an hour per reading; without a limit it proves the optimum."""
+    rng = np.random.default_rng(3)
+    S = rng.normal(0, 2, (40, 200))
+    S[:, 0] += 1.0
+    A = advantage(S, 0)[0]
+
+    def run(limit):
+        if problem == "budget":
+            return cpsat.solve_budget(A, 10, S[:, 0], time_limit=None, deterministic_limit=limit)
+        return cpsat.solve_topk(A, 30, time_limit=None, deterministic_limit=limit)
+
+    full = run(None)
+    assert full.status == "optimal" and full.work > 0
+    limit = full.work / 50
+    real = run(limit)
+    slow = types.SimpleNamespace(perf_counter=_SlowClock().perf_counter)
+    monkeypatch.setattr(cpsat, "time", slow)
+    late = run(limit)
+    assert real.status == late.status == "feasible"
+    assert real.work == late.work
+    assert np.array_equal(real.keep, late.keep)
