@@ -146,7 +146,8 @@ def unique_rows_inplace(x: np.ndarray) -> np.ndarray:
     records.sort()
     keep = np.empty(len(records), dtype=bool)
     keep[0] = True
-    keep[1:] = records[1:] != records[:-1]
+    for start, stop in chunk_bounds(len(records) - 1, CHUNK_ROWS):
+        keep[start + 1 : stop + 1] = records[start + 1 : stop + 1] != records[start:stop]
     idx = np.flatnonzero(keep)
     del keep
     for start, stop in chunk_bounds(len(idx), CHUNK_ROWS):  # idx[j] >= j: a chunk never reads rows written before it
