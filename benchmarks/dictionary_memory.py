@@ -7,6 +7,7 @@ interpreter, numpy, faiss and everything the build touched) and its time:
   (COLMAP-quantised rows around 4,096 random centres, made a chunk at a time) written to an
   on-disk store (``descriptor_store``, a temporary file), then ``dictionary_from_store``: the
   k-means on at most ``KMEANS_SAMPLE`` rows, the top level assigned in chunks;
+  ``--sample`` lowers the bound, to show at a small N what happens beyond it;
 * ``old`` (``--old-module``, e.g. the dictionary module before streaming, from git): the same
   stream as the one (N, 128) float32 array the old SIFT stage handed over (a list of
   blocks, concatenated), then that module's in-memory ``hierarchical_kmeans``.
@@ -76,7 +77,7 @@ def child(args: argparse.Namespace) -> None:
     else:
         with descriptor_store(Cache(None), "bench", args.n, synthetic_blocks(args.n)) as store:
             t1 = time.perf_counter()
-            words = dictionary_from_store(store, args.k, 0, niter=args.niter, method="hierarchical")
+            words = dictionary_from_store(store, args.k, 0, niter=args.niter, method="hierarchical", sample=args.sample)
     t2 = time.perf_counter()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"n": args.n, "path": args.path, "before_mib": before / 1024, "peak_mib": peak / 1024,
@@ -84,7 +85,8 @@ def child(args: argparse.Namespace) -> None:
 
 
 def run(path: str, n: int, args: argparse.Namespace) -> dict:
-    cmd = [sys.executable, __file__, "--child", "--path", path, "--n", str(n), "--k", str(args.k), "--niter", str(args.niter)]
+    cmd = [sys.executable, __file__, "--child", "--path", path, "--n", str(n), "--k", str(args.k), "--niter", str(args.niter),
+           "--sample", str(args.sample)]
     if args.old_module:
         cmd += ["--old-module", args.old_module]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -98,14 +100,17 @@ def main() -> None:
     p.add_argument("--old-module", default="", help="a dictionary.py from before streaming (needed for --old-sizes)")
     p.add_argument("--k", type=int, default=262144, help="words (Table 2's largest K: 262,144)")
     p.add_argument("--niter", type=int, default=20)
+    p.add_argument("--sample", type=int, default=0, help="the k-means sample bound (0 = KMEANS_SAMPLE, the code's)")
     p.add_argument("--child", action="store_true")
     p.add_argument("--path", choices=["old", "new"], default="new")
     p.add_argument("--n", type=int, default=0)
     args = p.parse_args()
+    from vispriv.plugins.descriptor_release.dictionary import KMEANS_SAMPLE
+
+    args.sample = args.sample or KMEANS_SAMPLE
     if args.child:
         child(args)
         return
-    from vispriv.plugins.descriptor_release.dictionary import KMEANS_SAMPLE
 
     jobs = [(s, "old") for s in args.old_sizes] + [(s, "new") for s in sorted(set(args.old_sizes) | set(args.sizes))]
     rows = {}
@@ -113,11 +118,11 @@ def main() -> None:
         n = int(round(size * ROOM_DESCRIPTORS))
         rows[(size, path)] = r = run(path, n, args)
         print(json.dumps(r), flush=True)
-    print(f"\nk = {args.k}, niter = {args.niter}, KMEANS_SAMPLE = {KMEANS_SAMPLE:,}\n")
+    print(f"\nk = {args.k}, niter = {args.niter}, sample bound = {args.sample:,} (KMEANS_SAMPLE = {KMEANS_SAMPLE:,})\n")
     print("| N (x 4.5M) | path | peak RSS (GiB) | limit (GiB) | stream + k-means (s) | peak / old |")
     print("|---|---|---|---|---|---|")
     for (size, path), r in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1] == "new")):
-        s = min(r["n"], KMEANS_SAMPLE)
+        s = min(r["n"], args.sample)
         limit = (s * (512 + 16) + 65536 * 512 + args.k * 512) / 2**30 if path == "new" else float("nan")
         old = rows.get((size, "old"))
         ratio = f"{r['peak_mib'] / old['peak_mib']:.2f}" if old and path == "new" else "-"
