@@ -3,6 +3,7 @@
 Public API (stable; the inversion and recovery attacks build on it)::
 
     extract_features(images: Images, cfg: SiftConfig, cache: Cache | None = None) -> RawFeatures
+    describe_each(images: Iterable[np.ndarray], cfg: SiftConfig) -> Iterator[np.ndarray]  # one image at a time
 
 Choices, all in :class:`SiftConfig`:
 
@@ -40,6 +41,7 @@ Choices, all in :class:`SiftConfig`:
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -57,7 +59,7 @@ if TYPE_CHECKING:  # torch is imported where it runs: listing plugins must not l
 #: Version of the extraction code, part of every cache key.
 SIFT_VERSION = "1.1"
 
-__all__ = ["MIN_IMAGE_SIDE", "SiftConfig", "dog_extractor", "extract_features", "l2_normalise", "quantize_colmap"]
+__all__ = ["MIN_IMAGE_SIDE", "SiftConfig", "check_sift_input", "describe_each", "dog_extractor", "extract_features", "l2_normalise", "quantize_colmap"]
 
 
 def quantize_colmap(descriptors: np.ndarray) -> np.ndarray:
@@ -158,19 +160,40 @@ def _extract_one_dense(img: torch.Tensor, cfg: SiftConfig) -> tuple[np.ndarray, 
     return centres[keep], d[keep], geometry[keep]
 
 
+def _extract_one(grey: torch.Tensor, cfg: SiftConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(keypoints, raw descriptors, geometry) of one (1, H, W) grey image, float32."""
+    one = _extract_one_dog if cfg.detector == "dog" else _extract_one_dense
+    with torch_threads(1):  # small images are overhead-bound: more threads on a loaded 2-core machine ran 15x slower
+        k, d, g = one(grey, cfg)
+    return k.astype(np.float32), d.astype(np.float32), g.astype(np.float32)
+
+
+def _finish(descriptors: np.ndarray, cfg: SiftConfig) -> np.ndarray:
+    """Raw descriptors as released: COLMAP-quantised or L2-normalised (row by row)."""
+    return quantize_colmap(descriptors) if cfg.quantize else l2_normalise(descriptors)
+
+
+def describe_each(images: Iterable[np.ndarray], cfg: SiftConfig) -> Iterator[np.ndarray]:
+    """The (n_i, 128) float32 descriptors of each (H, W, C) image in turn, one image in memory at a time.
+
+    Row for row the descriptors :func:`extract_features` gives the same images (every step is
+    per image or per row), for callers that stream many images to disk (dictionaries).
+    """
+    for image in images:
+        grey = to_grey_tensor(np.asarray(image)[None], cfg.image_size, cfg.precision)
+        yield _finish(_extract_one(grey[0], cfg)[1], cfg)
+
+
 def _extract(images: Images, cfg: SiftConfig, progress: Progress = no_progress) -> dict[str, np.ndarray]:
     grey = to_grey_tensor(images.images, cfg.image_size, cfg.precision)
-    one = _extract_one_dog if cfg.detector == "dog" else _extract_one_dense
     kps, descs, geoms, index = [], [], [], []
     for i in progress(range(len(grey)), desc="SIFT", total=len(grey)):
-        with torch_threads(1):  # small images are overhead-bound: more threads on a loaded 2-core machine ran 15x slower
-            k, d, g = one(grey[i], cfg)
-        kps.append(k.astype(np.float32))
-        descs.append(d.astype(np.float32))
-        geoms.append(g.astype(np.float32))
+        k, d, g = _extract_one(grey[i], cfg)
+        kps.append(k)
+        descs.append(d)
+        geoms.append(g)
         index.append(np.full(len(k), i, np.int64))
-    descriptors = np.concatenate(descs) if descs else np.zeros((0, DESCRIPTOR_DIM), np.float32)
-    descriptors = quantize_colmap(descriptors) if cfg.quantize else l2_normalise(descriptors)
+    descriptors = _finish(np.concatenate(descs) if descs else np.zeros((0, DESCRIPTOR_DIM), np.float32), cfg)
     return {
         "keypoints": np.concatenate(kps).reshape(-1, 2) if kps else np.zeros((0, 2), np.float32),
         "descriptors": descriptors,
@@ -178,6 +201,15 @@ def _extract(images: Images, cfg: SiftConfig, progress: Progress = no_progress) 
         "geometry": np.concatenate(geoms).reshape(-1, 2) if geoms else np.zeros((0, 2), np.float32),
         "size": np.array(grey.shape[-2:], np.int64),
     }
+
+
+def check_sift_input(images: Images, cfg: SiftConfig) -> None:
+    """One-line InputError unless ``images`` are :class:`Images` SIFT can run on (>= 32 px a side or resized)."""
+    if not isinstance(images, Images):
+        raise InputError(f"extract_features needs vispriv.harness.Images; got {type(images).__name__}")
+    h, w = images.images.shape[1:3]
+    if cfg.image_size is None and min(h, w) < MIN_IMAGE_SIDE:
+        raise InputError(f"images are {h}x{w} px; SIFT needs at least {MIN_IMAGE_SIDE} px a side (or set image_size)")
 
 
 def extract_features(
@@ -196,11 +228,7 @@ def extract_features(
         :class:`RawFeatures` whose ``image_ids`` are ``images.ids``; images without keypoints
         have no rows. Raises :class:`InputError` for images smaller than 32 px a side.
     """
-    if not isinstance(images, Images):
-        raise InputError(f"extract_features needs vispriv.harness.Images; got {type(images).__name__}")
-    h, w = images.images.shape[1:3]
-    if cfg.image_size is None and min(h, w) < MIN_IMAGE_SIDE:
-        raise InputError(f"images are {h}x{w} px; SIFT needs at least {MIN_IMAGE_SIDE} px a side (or set image_size)")
+    check_sift_input(images, cfg)
     parts = {"version": SIFT_VERSION, "cfg": cfg, "images": fingerprint(images.images), "ids": images.ids}
     arrays = (cache or Cache(None)).arrays("sift", parts, lambda: _extract(images, cfg, progress))
     return RawFeatures(
