@@ -16,7 +16,6 @@ import json
 import math
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -37,26 +36,10 @@ MODEL = "vispriv.examples.flower.task:make_net"
 pytestmark = pytest.mark.xdist_group("flower-simulation")  # its shared fixture is built once, on one worker
 
 
-def start(**settings) -> tuple[subprocess.Popen, Path]:
-    """One simulation in its own process (its own local Ray instance), started and not waited for; its
-    output goes to a file (a full pipe would stall one run while the other is waited for)."""
-    log = Path(tempfile.mkstemp(prefix="flower-", suffix=".log")[1])
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-c", SIMULATE, json.dumps(settings)], stdout=out,
-                                stderr=subprocess.STDOUT, env={"OMP_NUM_THREADS": "1", **__import__("os").environ})
-    return proc, log
-
-
-def finish(started: tuple[subprocess.Popen, Path]) -> None:
-    proc, log = started
-    proc.wait(timeout=600)
-    text = log.read_text()
-    log.unlink()
-    assert proc.returncode == 0, text[-3000:]
-
-
 def simulate(**settings) -> None:
-    finish(start(**settings))
+    done = subprocess.run([sys.executable, "-c", SIMULATE, json.dumps(settings)], capture_output=True, text=True,
+                          timeout=600, env={"OMP_NUM_THREADS": "1", **__import__("os").environ})
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 def final_model(folder: Path) -> dict[str, np.ndarray]:
@@ -67,10 +50,8 @@ def final_model(folder: Path) -> dict[str, np.ndarray]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("flower")
-    # Both at once: most of a simulation's wall time is Ray starting and stopping, not computing.
-    runs = [start(capture=str(root / "capture"), out=str(root / "with")), start(capture="", out=str(root / "without"))]
-    for proc in runs:
-        finish(proc)
+    simulate(capture=str(root / "capture"), out=str(root / "with"))
+    simulate(capture="", out=str(root / "without"))
     return root
 
 
