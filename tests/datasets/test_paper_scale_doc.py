@@ -8,7 +8,8 @@ mutual-nearest-neighbour table runs with two OpenMP/BLAS threads (the suite runs
 page's values were logged): its LDP-Feat rows rank repeated dictionary words whose distances
 tie up to rounding, which a multi-threaded BLAS product used to break by the core count. Every
 row of both tables is compared with the logged metrics to the page's decimals (~30 s a table
-on 2 cores).
+on 2 cores); the vocabulary table is a slow test (make test-all), the mutual-nn one runs in the
+default tier.
 """
 
 from __future__ import annotations
