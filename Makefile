@@ -29,14 +29,11 @@ lint: setup
 # OpenMP/torch thread: several threads per worker fight over the cores (measured 2026-11-26 on
 # the 2-core machine, 519 passed each way: one process 14 min 18 s; 2 workers 11 min 11 s;
 # 2 workers with OMP_NUM_THREADS=1 8 min 49 s). TEST_WORKERS=0 runs them in one process.
-# --dist loadgroup: the modules marked xdist_group (a Flower simulation, a Ray instance, an mlflow
-# server, the localisation room, the faults' reference run) run on one worker, so their shared
-# fixture is built once; every other test is handed out one at a time.
 # `bash .ci/run` (make test-all, then the wheel smoke) in a fresh clone on the idle 2-core AVX-512
 # machine, 2026-11-27 (11:32): 16 min 8 s in all (venv, lint, 892 passed in 12 min 55 s, wheel
 # smoke); `make test` in that clone afterwards: 877 passed in 9 min 15 s.
 TEST_WORKERS ?= 4
-PARALLEL := $(if $(filter 0,$(TEST_WORKERS)),,-n auto --maxprocesses $(TEST_WORKERS) --dist loadgroup)
+PARALLEL := $(if $(filter 0,$(TEST_WORKERS)),,-n auto --maxprocesses $(TEST_WORKERS))
 THREADS := $(if $(filter 0,$(TEST_WORKERS)),,OMP_NUM_THREADS=1)
 # `make test`: the default tier (every test not marked slow); `make test-all`: everything, the
 # long end-to-end runs (`@pytest.mark.slow`) included; CI runs test-all. Both print the 15

@@ -13,8 +13,6 @@ from core_helpers import SITE_BROKEN, SITE_OK, free_port, mlflow_server, toy_con
 from vispriv.harness.claims import RunClaims
 from vispriv.harness.tracking import Tracker
 
-pytestmark = pytest.mark.xdist_group("http-store")  # its shared fixture is built once, on one worker
-
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):

@@ -30,8 +30,6 @@ from fault_helpers import (
 
 from vispriv.harness.cache_io import sum_path
 
-pytestmark = pytest.mark.xdist_group("faults-reference")  # its shared fixture is built once, on one worker
-
 
 def _entries(folder: Path) -> list[Path]:
     """The payloads in ``folder`` (not the ``.tmp-*`` files of interrupted writes)."""

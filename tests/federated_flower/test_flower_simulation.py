@@ -33,9 +33,6 @@ run_example_app(AppSettings(**json.loads(sys.argv[1])))
 MODEL = "vispriv.examples.flower.task:make_net"
 
 
-pytestmark = pytest.mark.xdist_group("flower-simulation")  # its shared fixture is built once, on one worker
-
-
 def simulate(**settings) -> None:
     done = subprocess.run([sys.executable, "-c", SIMULATE, json.dumps(settings)], capture_output=True, text=True,
                           timeout=600, env={"OMP_NUM_THREADS": "1", **__import__("os").environ})

@@ -18,9 +18,6 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PAPER = ("paper/ldp_feat_table2_localisation.yaml", "paper/ldp_feat_table3_ablation.yaml")
 
 
-pytestmark = pytest.mark.xdist_group("localisation-room")  # its shared fixture is built once, on one worker
-
-
 def test_localisation_example_runs_through_the_matrix(tmp_path: Path, localisation_cache: Path) -> None:
     env = {**os.environ, "VISPRIV_PLUGINS": "metrics,descriptor-release"}
     run = subprocess.run(

@@ -24,9 +24,6 @@ from vispriv.plugins.descriptor_release.matching import MatchingConfig, evaluate
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "localisation.yaml"
 
 
-pytestmark = pytest.mark.xdist_group("localisation-room")  # its shared fixture is built once, on one worker
-
-
 def _rot_z(degrees: float) -> np.ndarray:
     a = math.radians(degrees)
     return np.array([[math.cos(a), -math.sin(a), 0], [math.sin(a), math.cos(a), 0], [0, 0, 1]])

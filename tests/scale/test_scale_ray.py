@@ -11,8 +11,6 @@ from scale_helpers import SITE_OK, metrics_by_hash, new_tracker, run_cli, run_to
 
 from vispriv.harness.ray_executor import UNKNOWN_WORKER_CPU, RayExecutor, cell_resources, worker_env  # noqa: E402
 
-pytestmark = pytest.mark.xdist_group("scale-ray")  # its shared fixture is built once, on one worker
-
 
 @pytest.fixture(scope="module")
 def local_ray():
