@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -96,10 +97,14 @@ def test_examples_list_print_and_write(run_cli, tmp_path):
     assert unknown.returncode == 2 and "shipped examples: adaptive_attacks, album, " in unknown.stderr
 
 
-def test_ui_start_works_without_an_activated_venv(tmp_path):
-    """The venv's bin folder is not on PATH: ``vispriv ui --start`` still serves the store."""
+def test_ui_start_works_without_an_activated_venv(tmp_path, empty_store):
+    """The venv's bin folder is not on PATH: ``vispriv ui --start`` still serves the store.
+
+    The store is the session's migrated copy and the UI runs one server worker (mlflow's default is
+    four, each importing mlflow): what is pinned is that the UI starts through this interpreter."""
     port = free_port()
-    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    shutil.copy(empty_store, tmp_path / "mlflow.db")
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "MLFLOW_WORKERS": "1"}
     log_path = tmp_path / "ui.log"
     with log_path.open("w") as log:
         proc = subprocess.Popen(
