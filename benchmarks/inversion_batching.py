@@ -44,6 +44,7 @@ import statistics
 import time
 
 import torch
+from deep_inversion_devices import matmul_rate, sync  # the measured matmul rate, the same in both scripts
 from skimage.metrics import peak_signal_noise_ratio
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -74,29 +75,8 @@ def one_image(source: str, index: int = 0) -> tuple[torch.Tensor, torch.Tensor, 
     return x, torch.as_tensor(data.labels[index : index + 1]), len(data.class_names)
 
 
-def sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
 def threads_for(device: str) -> int:
     return 1 if device == "cpu" else torch.get_num_threads()
-
-
-def matmul_rate(device: str, reps: int = 20) -> float:
-    """Measured float32 matrix-product FLOP/s on ``device`` (TF32 off; one thread on the CPU)."""
-    n = 1024 if device == "cpu" else 4096
-    a = torch.randn(n, n, device=device)
-    b = torch.randn(n, n, device=device)
-    with torch_threads(threads_for(device)):
-        for _ in range(3):
-            a @ b
-        sync(device)
-        start = time.perf_counter()
-        for _ in range(reps):
-            a @ b
-        sync(device)
-        return 2 * n**3 * reps / (time.perf_counter() - start)
 
 
 def plain_evaluation(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, target: list[torch.Tensor],
@@ -185,7 +165,7 @@ def main() -> None:
     torch.backends.cudnn.allow_tf32 = False
     devices = [d for d in args.devices if d == "cpu" or torch.cuda.is_available()]
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
-    limits = {d: matmul_rate(d) for d in devices}
+    limits = {d: matmul_rate(d, 1024 if d == "cpu" else 4096, 20) for d in devices}
     print(f"torch {torch.__version__}; GPU: {gpu}; load average before {os.getloadavg()[0]:.2f}; float32 matmul: "
           + ", ".join(f"{d} {r / 1e12:.3f} TFLOP/s" for d, r in limits.items()), flush=True)
     began = time.perf_counter()
