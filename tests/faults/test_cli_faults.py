@@ -31,9 +31,9 @@ from fault_helpers import (
 from vispriv.harness.cache_io import sum_path
 
 
-def _entries(folder: Path) -> list[Path]:
+def _entries(folder: Path, suffix: str = ".npz") -> list[Path]:
     """The payloads in ``folder`` (not the ``.tmp-*`` files of interrupted writes)."""
-    return [p for p in folder.glob("*.npz") if not p.name.startswith(".")]
+    return [p for p in folder.glob(f"*{suffix}") if not p.name.startswith(".")]
 
 
 def _fresh(tmp_path: Path, empty_store: Path, config: dict, cache_from: Path | None = None) -> Path:
@@ -49,7 +49,7 @@ def test_truncated_npz_entries_finish_with_one_warning_each_and_the_clean_metric
     reference, clean = descriptor_reference
     config = _fresh(tmp_path, empty_store, DESCRIPTOR, cache_from=reference)
     entries = sorted((tmp_path / "cache").rglob("*.npz"))
-    assert len(entries) == 6  # SIFT of 2 x (private, public) images, 2 dictionaries
+    assert len(entries) == 4  # SIFT of 2 private image sets, 2 dictionaries (the dictionaries' views stream to .f32 files)
     for entry in entries:
         with open(entry, "r+b") as fh:
             fh.truncate(10)
@@ -64,15 +64,19 @@ def test_truncated_npz_entries_finish_with_one_warning_each_and_the_clean_metric
 
 
 def test_sigkill_mid_cache_write_and_between_renames_then_resume(tmp_path, empty_store, descriptor_reference):
-    """Killed while cell 2 writes its 2nd entry, then (resumed) between payload and checksum of its 3rd."""
+    """Killed while cell 2 writes its 2nd entry (its dictionary views' SIFT, a streamed ``.f32`` file), then
+    (resumed) between payload and checksum of its 3rd (its dictionary). Each cell writes, in order: the
+    private images' SIFT, the dictionary views' SIFT, the dictionary."""
     _, clean = descriptor_reference
     config = _fresh(tmp_path, empty_store, DESCRIPTOR)
     db = tmp_path / "mlflow.db"
     killed = vispriv(tmp_path, config, fault="kill-cache-write:5")
     assert killed.returncode == -signal.SIGKILL
-    partial = list((tmp_path / "cache" / "sift").glob(".tmp-*.npz"))
+    partial = list((tmp_path / "cache" / "dictionary-sift").glob(".tmp-*"))
     assert len(partial) == 1 and partial[0].stat().st_size > 0
-    assert len(_entries(tmp_path / "cache" / "sift")) == 3  # cell 1's two, cell 2's first
+    assert len(_entries(tmp_path / "cache" / "sift")) == 2  # both cells' private SIFT
+    assert len(_entries(tmp_path / "cache" / "dictionary-sift", ".f32")) == 1  # cell 1's views'
+    assert len(_entries(tmp_path / "cache" / "dictionary")) == 1  # cell 1's dictionary
     assert [s["FINISHED"] for s in statuses(db).values()] == [1]
 
     killed = vispriv(tmp_path, config, "--resume", fault="kill-cache-rename:2")
