@@ -105,13 +105,13 @@ def test_cpsat_deterministic_limit_is_the_same_stop_on_any_clock(problem, monkey
     unproven, and the mask, status and deterministic seconds spent are the same on the real
     clock and on one that jumps an hour per reading; without a limit it proves the optimum."""
     rng = np.random.default_rng(3)
-    S = rng.normal(0, 2, (40, 200))
+    S = rng.normal(0, 2, (24, 100))
     S[:, 0] += 1.0
     A = advantage(S, 0)[0]
 
     def run(limit):
         if problem == "budget":
-            return cpsat.solve_budget(A, 10, S[:, 0], time_limit=None, deterministic_limit=limit)
+            return cpsat.solve_budget(A, 8, S[:, 0], time_limit=None, deterministic_limit=limit)
         return cpsat.solve_topk(A, 30, time_limit=None, deterministic_limit=limit)
 
     full = run(None)
@@ -122,5 +122,6 @@ def test_cpsat_deterministic_limit_is_the_same_stop_on_any_clock(problem, monkey
     monkeypatch.setattr(cpsat, "time", slow)
     late = run(limit)
     assert real.status == late.status == "feasible"
-    assert real.work == late.work
+    # CP-SAT sums its deterministic time in floating point: the same stop can differ in the last ulp.
+    assert real.work == pytest.approx(late.work, rel=1e-12)
     assert np.array_equal(real.keep, late.keep)
