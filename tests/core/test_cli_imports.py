@@ -1,4 +1,4 @@
-"""A fast CLI: listing plugins, help and a dry run import neither torch, lightning nor mlflow.
+"""A fast CLI: listing plugins, help and a dry run import neither torch, lightning, mlflow nor scikit-learn.
 
 Every built-in plugin module is imported by these commands (registration), so this also
 checks that plugin modules import their heavy libraries where they use them, at run time.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-HEAVY = ("torch", "lightning", "mlflow")
+HEAVY = ("torch", "lightning", "mlflow", "sklearn")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 _PROBE = """

@@ -12,7 +12,6 @@ For single-label data the rows are the classes (class c against the rest).
 from __future__ import annotations
 
 import numpy as np
-from sklearn.metrics import average_precision_score
 
 from vispriv.plugins.federated.linear import linear
 
@@ -31,6 +30,8 @@ def one_vs_rest_targets(labels: np.ndarray, n_rows: int) -> np.ndarray:
 
 def average_precisions(w: np.ndarray, x: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """AP of each one-vs-rest row on (x, labels); NaN for a row with no positive test sample."""
+    from sklearn.metrics import average_precision_score  # ~1 s to import: only where a score is computed
+
     targets = one_vs_rest_targets(labels, w.shape[0])
     s = linear.scores(w, x)
     return np.array(
