@@ -11,11 +11,11 @@ import math
 import os
 import re
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 import yaml
+from cli_fork import run_vispriv
 
 from vispriv.harness.artifacts import KEPT_MASKS, kept_masks_csv, read_kept_masks
 from vispriv.harness.config import validate_config
@@ -198,8 +198,7 @@ def test_report_cli_gives_table4_from_a_real_store(tmp_path):
     env = {**os.environ, "VISPRIV_PLUGINS": "album-sharing,metrics"}
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "vispriv", *args], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=600)
+        return run_vispriv(args, cwd=tmp_path, env=env, timeout=600)
 
     ran = cli("matrix", str(config), "--quiet")
     assert ran.returncode == 0, ran.stderr

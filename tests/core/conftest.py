@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from cli_fork import run_vispriv
 from core_helpers import SITE_OK
 
 from vispriv.harness.execute import clear_memo
@@ -38,17 +38,14 @@ def write_config(tmp_path):
 
 @pytest.fixture
 def run_cli(tmp_path):
-    """Run ``vispriv ...`` in a subprocess in ``tmp_path`` with the toy plugins on the path."""
+    """Run ``vispriv ...`` as a process of its own (:mod:`cli_fork`) in ``tmp_path`` with the toy plugins on the path."""
 
     def run(*args: str, sites=(SITE_OK,), env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
         full_env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(s) for s in sites)}
         # Load only what these tests use: the heavy scenario plugins have their own tests.
         full_env["VISPRIV_PLUGINS"] = "toy,broken,metrics,image-release"
         full_env.update(env or {})
-        return subprocess.run(
-            [sys.executable, "-m", "vispriv", *args],
-            cwd=tmp_path, env=full_env, capture_output=True, text=True, timeout=timeout,
-        )
+        return run_vispriv(args, cwd=tmp_path, env=full_env, timeout=timeout)
 
     return run
 

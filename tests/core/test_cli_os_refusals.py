@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_fork import run_vispriv
 from core_helpers import SITE_OK, toy_config
 
 from vispriv.harness.config import validate_config
@@ -60,8 +61,10 @@ def _full_disk(folder: Path) -> list[str]:
 
 def _report(tmp_path: Path, *args: str, wrap: list[str] | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(SITE_OK), "VISPRIV_PLUGINS": "toy,metrics,image-release"}
-    return subprocess.run([*(wrap or []), sys.executable, "-m", "vispriv", "report", "--experiment", "toy", *args],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    if wrap:  # a command around the process (a mount namespace, a limit): a real exec
+        return subprocess.run([*wrap, sys.executable, "-m", "vispriv", "report", "--experiment", "toy", *args],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    return run_vispriv(["report", "--experiment", "toy", *args], cwd=tmp_path, env=env, timeout=300)
 
 
 @as_root

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_fork import run_vispriv
 from core_helpers import SITE_OK, toy_config
 
 from vispriv.harness.config import validate_config
@@ -58,8 +59,10 @@ def _read_only(folder: Path) -> list[str]:
 
 def _vispriv(tmp_path: Path, *args: str, wrap: list[str] | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(SITE_OK), "VISPRIV_PLUGINS": "toy,metrics,image-release"}
-    return subprocess.run([*(wrap or []), sys.executable, "-m", "vispriv", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+    if wrap:  # a command around the process (a mount namespace, a limit): a real exec
+        return subprocess.run([*wrap, sys.executable, "-m", "vispriv", *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300)
+    return run_vispriv(args, cwd=tmp_path, env=env, timeout=300)
 
 
 # -- folders the CLI writes, checked before anything is written --------------------------

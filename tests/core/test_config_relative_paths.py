@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import yaml
+from cli_fork import run_vispriv
 
 from vispriv.harness.config import load_config, validate_config
 from vispriv.harness.config_paths import resolve_config_paths
@@ -25,8 +25,7 @@ CONFIG = {"name": "rel", "datasets": [{"name": "image-folder", "root": "photos"}
 
 def _dry_run(cwd: Path, config: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "VISPRIV_PLUGINS": "image-release,metrics"}
-    return subprocess.run([sys.executable, "-m", "vispriv", "matrix", str(config), "--dry-run", *args], cwd=cwd,
-                          env=env, capture_output=True, text=True, timeout=300)
+    return run_vispriv(["matrix", str(config), "--dry-run", *args], cwd=cwd, env=env, timeout=300)
 
 
 def _config_in_a_subfolder(tmp_path: Path, root: str = "photos") -> Path:

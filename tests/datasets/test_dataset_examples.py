@@ -2,10 +2,10 @@
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_fork import run_vispriv
 from dataset_layouts import write_geotagged_photos, write_hpatches, write_lfw, write_scene_tree
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -14,10 +14,7 @@ EXAMPLES = Path(__file__).parents[2] / "examples"
 def _matrix(tmp_path: Path, example: str, plugins: str, *overrides: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "VISPRIV_PLUGINS": f"metrics,{plugins}"}
     args = [a for o in overrides for a in ("--set", o)]
-    return subprocess.run(
-        [sys.executable, "-m", "vispriv", "matrix", str(EXAMPLES / example), "--quiet", *args],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-    )
+    return run_vispriv(["matrix", str(EXAMPLES / example), "--quiet", *args], cwd=tmp_path, env=env, timeout=600)
 
 
 @pytest.mark.slow

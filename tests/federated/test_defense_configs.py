@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_fork import run_vispriv
 
 from vispriv.harness.config import validate_config
 from vispriv.harness.errors import ConfigError, InputError
@@ -136,8 +136,7 @@ def test_direct_use_with_every_setting_still_refuses_an_insider_on_clustering(tm
 
 def _vispriv(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "VISPRIV_PLUGINS"}  # every built-in plugin
-    return subprocess.run([sys.executable, "-m", "vispriv", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return run_vispriv(args, cwd=cwd or Path.cwd(), env=env, timeout=300)
 
 
 def test_plugins_listing_names_each_inputs_settings():

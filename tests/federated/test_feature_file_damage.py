@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import yaml
+from cli_fork import run_vispriv
 
 REWRITE = "(or copy it again: an interrupted copy or a full disk truncates files)"
 
@@ -23,8 +23,7 @@ def _matrix(folder: Path, dataset: dict) -> subprocess.CompletedProcess:
     path = folder / "matrix.yaml"
     path.write_text(yaml.safe_dump(config))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "VISPRIV_PLUGINS": "federated-learning,metrics"}
-    return subprocess.run([sys.executable, "-m", "vispriv", "matrix", str(path), "--quiet"], cwd=folder,
-                          capture_output=True, text=True, timeout=300, env=env)
+    return run_vispriv(["matrix", str(path), "--quiet"], cwd=folder, env=env, timeout=300)
 
 
 def _one_line_before_any_run(done: subprocess.CompletedProcess, folder: Path) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from cli_fork import run_vispriv
 
 from vispriv.plugins.federated.data import INIT, TEST, TRAIN, split_users
 from vispriv.plugins.federated.features.dataset import FederatedFeaturesConfig, labelled
@@ -111,8 +112,7 @@ def _vispriv_dry_run(folder: Path, dataset: dict) -> subprocess.CompletedProcess
     path = folder / "matrix.yaml"
     path.write_text(yaml.safe_dump(config))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "vispriv", "matrix", str(path), "--dry-run"], cwd=folder,
-                          capture_output=True, text=True, timeout=120, env=env)
+    return run_vispriv(["matrix", str(path), "--dry-run"], cwd=folder, env=env, timeout=120)
 
 
 def _error_line(done: subprocess.CompletedProcess) -> str:

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import math
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from cli_fork import run_vispriv
 from mlflow.tracking import MlflowClient
 from test_deep_matrix import run
 from torch import nn
@@ -56,9 +55,9 @@ def _text(metrics: dict[str, float]) -> str:
 
 
 def _report(folder: Path, *args: str) -> str:
-    cmd = [sys.executable, "-m", "vispriv", "report", "--experiment", "four", "--metric", "images/ssim", "--no-log",
-           "--tracking-uri", f"sqlite:///{folder / 'mlflow.db'}", "--out", str(folder / "rep"), *args]
-    done = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=300)
+    done = run_vispriv(["report", "--experiment", "four", "--metric", "images/ssim", "--no-log",
+                        "--tracking-uri", f"sqlite:///{folder / 'mlflow.db'}", "--out", str(folder / "rep"), *args],
+                       cwd=folder, timeout=300)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from cli_fork import run_vispriv
 from test_deep_matrix import cell_metrics, run
 
 #: What a practitioner's own training code does: no vispriv import anywhere.
@@ -105,8 +106,10 @@ def test_the_documented_walkthrough_runs_as_written(tmp_path):
     outputs = []
     for command in commands:
         args = shlex.split(command)
-        argv = [sys.executable, *args[1:]] if args[0] == "python" else [sys.executable, "-m", "vispriv", *args[1:]]
-        done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        if args[0] == "python":
+            done = subprocess.run([sys.executable, *args[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        else:
+            done = run_vispriv(args[1:], cwd=tmp_path, timeout=600)
         assert done.returncode == 0, f"{command}: {done.stderr[-2000:]}"
         outputs.append(done.stdout)
     (metrics,) = cell_metrics(tmp_path, "byo-update").values()

@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from cli_fork import run_vispriv
 from mlflow import MlflowClient
 
 
 def run(folder: Path, config: dict, *args: str) -> subprocess.CompletedProcess:
     path = folder / "matrix.yaml"
     path.write_text(yaml.safe_dump(config))
-    cmd = [sys.executable, "-m", "vispriv", "matrix", str(path), "--quiet",
-           "--tracking-uri", f"sqlite:///{folder / 'mlflow.db'}", "--cache-dir", str(folder / "cache"), *args]
-    return subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=600)
+    return run_vispriv(["matrix", str(path), "--quiet", "--tracking-uri", f"sqlite:///{folder / 'mlflow.db'}",
+                        "--cache-dir", str(folder / "cache"), *args], cwd=folder, timeout=600)
 
 
 def cell_metrics(folder: Path, experiment: str) -> dict[str, dict[str, float]]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ import yaml
 
 pytest.importorskip("flwr", reason="needs the vispriv[flower] extra")
 
+from cli_fork import run_vispriv
 from mlflow.tracking import MlflowClient
 
 CLIP = 0.05
@@ -31,9 +31,8 @@ LR = 0.1
 def run(folder: Path, config: dict, *args: str) -> subprocess.CompletedProcess:
     path = folder / "matrix.yaml"
     path.write_text(yaml.safe_dump(config))
-    cmd = [sys.executable, "-m", "vispriv", "matrix", str(path), "--quiet",
-           "--tracking-uri", f"sqlite:///{folder / 'mlflow.db'}", "--cache-dir", str(folder / "cache"), *args]
-    return subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=1200)
+    return run_vispriv(["matrix", str(path), "--quiet", "--tracking-uri", f"sqlite:///{folder / 'mlflow.db'}",
+                        "--cache-dir", str(folder / "cache"), *args], cwd=folder, timeout=1200)
 
 
 def matrix(*defenses: dict) -> dict:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_fork import run_vispriv
 
 from vispriv.harness.config import load_config
 from vispriv.harness.matrix import build_matrix
@@ -20,11 +19,8 @@ PAPER = ("paper/ldp_feat_table2_localisation.yaml", "paper/ldp_feat_table3_ablat
 
 def test_localisation_example_runs_through_the_matrix(tmp_path: Path, localisation_cache: Path) -> None:
     env = {**os.environ, "VISPRIV_PLUGINS": "metrics,descriptor-release"}
-    run = subprocess.run(
-        [sys.executable, "-m", "vispriv", "matrix", str(EXAMPLES / "localisation.yaml"), "--quiet",
-         "--cache-dir", str(localisation_cache)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-    )
+    run = run_vispriv(["matrix", str(EXAMPLES / "localisation.yaml"), "--quiet", "--cache-dir", str(localisation_cache)],
+                      cwd=tmp_path, env=env, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "4 cells finished, 0 failed" in run.stdout, run.stdout[-2000:]
     with sqlite3.connect(tmp_path / "mlflow.db") as db:
@@ -77,11 +73,8 @@ def test_paper_localisation_configs_run_at_fixture_scale(name: str, tmp_path: Pa
     """Every row of the paper config runs through `vispriv matrix` (sizes shrunk, rows and sweeps kept)."""
     env = {**os.environ, "VISPRIV_PLUGINS": "metrics,descriptor-release"}
     planned = len(build_matrix(load_config(EXAMPLES / name), load_registry(strict=True)).cells)
-    run = subprocess.run(
-        [sys.executable, "-m", "vispriv", "matrix", str(EXAMPLES / name), "--quiet",
-         *_fixture_overrides(EXAMPLES / name)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900,
-    )
+    run = run_vispriv(["matrix", str(EXAMPLES / name), "--quiet", *_fixture_overrides(EXAMPLES / name)],
+                      cwd=tmp_path, env=env, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     assert f"{planned} cells finished, 0 failed" in run.stdout, run.stdout[-2000:]
     with sqlite3.connect(tmp_path / "mlflow.db") as db:

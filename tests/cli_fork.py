@@ -1,0 +1,169 @@
+"""``python -m vispriv ARGS`` for the tests, in a process forked from a warm one.
+
+Each CLI test used to start a fresh interpreter and import vispriv, torch and MLflow again
+(2-3 s a call, most of the suite's time). Here one server process per test worker imports
+them once and forks a child per call: the child is still a process of its own (its own exit
+status, stdout and stderr files, working folder, environment, ``PYTHONPATH`` entries on
+``sys.path``, process group killed at the timeout), so a test sees what ``subprocess.run``
+would show it.
+
+Falls back to a real ``subprocess.run`` where a fork could differ from a fresh interpreter:
+no ``os.fork`` (Windows), ``VISPRIV_TEST_FORK=0``, or a call whose environment changes a
+variable libraries read when they are imported (thread counts, CPU kernels). Tests that
+signal the process (SIGKILL, Ctrl-C) or race two processes keep ``subprocess.Popen``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+#: Read by torch, OpenBLAS, OpenMP or Python when they start: a call that changes one runs fresh.
+IMPORT_TIME_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE",
+                         "ATEN_CPU_CAPABILITY", "PYTHONHASHSEED", "PYTHONWARNINGS", "PYTHONDONTWRITEBYTECODE",
+                         "PYTHONSAFEPATH", "PYTHONNOUSERSITE", "PYTHONHOME", "VIRTUAL_ENV")
+
+SERVER = r'''
+import atexit, importlib, importlib.util, json, os, signal, sys, threading, time, traceback
+
+from vispriv.harness.cli import main
+from vispriv.harness.registry import load_registry
+# What the commands import, once, here: the libraries they run on and the plugins' modules.
+for name in ("mlflow", "mlflow.tracking", "numpy", "torch", "torch.export", "torch.func", "lightning", "kornia",
+             "faiss", "skimage.metrics", "sklearn.metrics", "sklearn.datasets", "scipy.optimize", "cvxpy", "phe"):
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        pass
+os.environ.pop("VISPRIV_PLUGINS", None)
+load_registry()  # imports every built-in plugin module; each child builds its own registry
+
+assert threading.active_count() == 1, "a thread before fork would leave its locks held in the children"
+BASE_PATH = [p for p in sys.path[1:]]
+ARGV0 = importlib.util.find_spec("vispriv.__main__").origin  # sys.argv[0] under `python -m vispriv`
+replies = os.fdopen(os.dup(1), "w")
+os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+
+
+def child(req):
+    code = 1
+    try:
+        os.setpgid(0, 0)
+        os.chdir(req["cwd"])
+        os.environ.clear()
+        os.environ.update(req["env"])
+        extra = [p for p in req["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
+        sys.path[:] = [os.getcwd(), *extra, *BASE_PATH]  # as `python -m` in that folder with that PYTHONPATH
+        importlib.invalidate_caches()
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        os.dup2(os.open(req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 1)
+        os.dup2(os.open(req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
+        sys.argv = [ARGV0, *req["args"]]
+        try:
+            main(prog_name="vispriv")
+            code = 0
+        except SystemExit as exc:
+            if exc.code is None or isinstance(exc.code, int):
+                code = exc.code or 0
+            else:
+                print(exc.code, file=sys.stderr)
+                code = 1
+    except BaseException:  # noqa: BLE001 -- shown as an uncaught exception would be
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+for line in sys.stdin:
+    req = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        child(req)
+    deadline = time.monotonic() + req["timeout"]
+    timed_out = False
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            timed_out = True
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            _, status = os.waitpid(pid, 0)
+            break
+        time.sleep(0.005)
+    replies.write(json.dumps({"rc": os.waitstatus_to_exitcode(status), "timed_out": timed_out}) + "\n")
+    replies.flush()
+'''
+
+
+class _Server:
+    """One warm server per test process, started on first use, stopped at exit."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.proc: subprocess.Popen | None = None
+        self.env: dict[str, str] = {}
+
+    def start(self) -> subprocess.Popen:
+        if self.proc is None or self.proc.poll() is not None:
+            self.env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+            self.proc = subprocess.Popen([sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         env=self.env, text=True, cwd=tempfile.gettempdir())
+            atexit.register(self.stop)
+        return self.proc
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+
+
+_SERVER = _Server()
+
+
+def _forkable(env: Mapping[str, str]) -> bool:
+    if not hasattr(os, "fork") or os.environ.get("VISPRIV_TEST_FORK", "1") == "0":
+        return False
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return all(env.get(k) == base.get(k) for k in IMPORT_TIME_VARIABLES)
+
+
+def run_vispriv(args: Sequence[str], cwd: str | Path, env: Mapping[str, str] | None = None,
+                timeout: float = 600) -> subprocess.CompletedProcess:
+    """What ``subprocess.run([python, -m, vispriv, *args], cwd, env, capture_output, text, timeout)`` returns."""
+    args = [str(a) for a in args]
+    env = dict(os.environ if env is None else env)
+    command = [sys.executable, "-m", "vispriv", *args]
+    if not _forkable(env):
+        return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    with tempfile.TemporaryDirectory() as tmp, _SERVER.lock:
+        out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
+        server = _SERVER.start()
+        request = {"args": args, "cwd": str(Path(cwd).resolve()), "env": env, "timeout": timeout,
+                   "stdout": str(out), "stderr": str(err)}
+        server.stdin.write(json.dumps(request) + "\n")
+        server.stdin.flush()
+        line = server.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the vispriv test server died (exit {server.wait()})")
+        reply = json.loads(line)
+        stdout, stderr = out.read_text(errors="replace"), err.read_text(errors="replace")
+    if reply["timed_out"]:
+        raise subprocess.TimeoutExpired(command, timeout, output=stdout, stderr=stderr)
+    return subprocess.CompletedProcess(command, reply["rc"], stdout, stderr)

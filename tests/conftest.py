@@ -1,0 +1,1 @@
+"""Puts this folder on ``sys.path`` (pytest's prepend import mode), so every test can use :mod:`cli_fork`."""
