@@ -55,6 +55,9 @@ os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
 def child(req):
     code = 1
     try:
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        os.dup2(os.open(req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 1)
+        os.dup2(os.open(req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
         os.setpgid(0, 0)
         os.chdir(req["cwd"])
         os.environ.clear()
@@ -62,9 +65,6 @@ def child(req):
         extra = [p for p in req["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
         sys.path[:] = [os.getcwd(), *extra, *BASE_PATH]  # as `python -m` in that folder with that PYTHONPATH
         importlib.invalidate_caches()
-        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-        os.dup2(os.open(req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 1)
-        os.dup2(os.open(req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
         sys.argv = [ARGV0, *req["args"]]
         try:
             main(prog_name="vispriv")
@@ -150,6 +150,8 @@ def run_vispriv(args: Sequence[str], cwd: str | Path, env: Mapping[str, str] | N
     args = [str(a) for a in args]
     env = dict(os.environ if env is None else env)
     command = [sys.executable, "-m", "vispriv", *args]
+    if not Path(cwd).is_dir():  # as subprocess.run: refused before any process starts
+        raise NotADirectoryError(f"not a folder to run in: {cwd}")
     if not _forkable(env):
         return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     with tempfile.TemporaryDirectory() as tmp, _SERVER.lock:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_fork import run_vispriv
 from skimage.io import imsave
 
 from vispriv.plugins.federated.features.extract import extract
@@ -48,9 +49,7 @@ def folder(tmp_path_factory) -> tuple[Path, Path, np.ndarray]:
 def test_class_folders_give_features_ids_and_labels(folder, tmp_path):
     root, model, means = folder
     out = tmp_path / "features.npz"
-    done = subprocess.run([sys.executable, "-m", "vispriv.plugins.federated.features.extract", str(root / "images"),
-                           "--model", str(model), "--out", str(out), "--batch-size", "3", "--quiet"],
-                          capture_output=True, text=True, timeout=120)
+    done = _extract(root, model, out, "--batch-size", "3", "--quiet")
     assert done.returncode == 0, done.stderr
     table = read_features(out)
     assert table.ids == [f"{c}/{i}.png" for c in ("cats", "dogs") for i in range(5)]
@@ -72,9 +71,7 @@ def test_an_interrupted_extraction_resumes_where_it_stopped(folder, tmp_path):
 def test_a_file_that_is_not_a_program_is_one_error_line(folder, tmp_path):
     root, _, _ = folder
     (tmp_path / "bad.pt2").write_bytes(b"not a program")
-    done = subprocess.run([sys.executable, "-m", "vispriv.plugins.federated.features.extract", str(root / "images"),
-                           "--model", str(tmp_path / "bad.pt2"), "--out", str(tmp_path / "f.npz")],
-                          capture_output=True, text=True, timeout=120)
+    done = _extract(root, tmp_path / "bad.pt2", tmp_path / "f.npz")
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), done.stderr
     assert "bad.pt2" in lines[0]
@@ -86,8 +83,9 @@ STATIC = EXPORT.replace("(torch.rand(2, 3, 8, 8),), dynamic_shapes=({0: torch.ex
 
 
 def _extract(root: Path, model: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vispriv.plugins.federated.features.extract", str(root / "images"),
-                           "--model", str(model), "--out", str(out), *args], capture_output=True, text=True, timeout=120)
+    """``vispriv extract-features`` (the command the federated plugins add), as a process of its own."""
+    return run_vispriv(["extract-features", str(root / "images"), "--model", str(model), "--out", str(out), *args],
+                       cwd=root, timeout=120)
 
 
 def test_a_static_export_runs_at_its_batch_with_a_note_and_one_line_per_chunk(folder, tmp_path):
