@@ -1,4 +1,4 @@
-"""Issue 13, item 4: ``http://`` tracking stores, against real processes and a real ``mlflow server`` on loopback."""
+"""``http://`` tracking stores, against real processes and a real ``mlflow server`` on loopback."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from vispriv.harness.tracking import Tracker
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """One ``mlflow server`` (sqlite backend, proxied artifacts in tmp) for the tests of this module."""
+    """One ``mlflow server`` (sqlite backend, proxied artifacts in tmp): the end-to-end runs on it are slow-tier tests."""
     with mlflow_server(tmp_path_factory.mktemp("mlflow-server")) as url:
         yield url
 
@@ -40,6 +40,7 @@ def test_unreachable_http_store_is_one_line_before_any_plugin_loads(run_cli, wri
     assert out.stdout == ""
 
 
+@pytest.mark.slow
 def test_matrix_on_a_mlflow_server_logs_and_resumes(server, run_cli, write_config):
     cfg = write_config(toy_config(name="toy-http"))
     first = run_cli("matrix", str(cfg), "--quiet", "--tracking-uri", server)
@@ -63,6 +64,7 @@ def test_matrix_on_a_mlflow_server_logs_and_resumes(server, run_cli, write_confi
     assert tracker.claim_runs(exp, runs[0].data.tags["vispriv.cell_hash"]) == []
 
 
+@pytest.mark.slow
 def test_concurrent_resumes_on_a_mlflow_server_split_the_cells(server, write_config, tmp_path):
     """Two real processes, one http store: each cell runs exactly once, and no claim run is left."""
     sigmas = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]

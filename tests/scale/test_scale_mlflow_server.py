@@ -1,10 +1,11 @@
-"""A real ``mlflow server`` on loopback serves the runs a matrix logged to its sqlite store."""
+"""A real ``mlflow server`` on loopback serves the runs a matrix logged to its sqlite store (slow tier)."""
 
 from __future__ import annotations
 
 import json
 import urllib.request
 
+import pytest
 from scale_helpers import metrics_by_hash, mlflow_server, new_tracker, run_toy, toy_config
 
 
@@ -14,6 +15,7 @@ def _post(url: str, body: dict) -> dict:
         return json.loads(resp.read())
 
 
+@pytest.mark.slow
 def test_mlflow_server_serves_the_matrix_runs(tmp_path):
     tracker = new_tracker(tmp_path / "store")
     result = run_toy(toy_config(), tracker, tmp_path / "cache")

@@ -1,9 +1,14 @@
-"""``--executor ray`` on a local Ray instance: same metrics as local, resume, dying workers."""
+"""``--executor ray`` on a local Ray instance: same metrics as local, resume, dying workers.
+
+End-to-end runs against a real Ray instance (~10 s to start one): the slow tier (make test-all).
+"""
 
 from __future__ import annotations
 
 import pytest
 import yaml
+
+pytestmark = pytest.mark.slow
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'vispriv[ray]')")
 
