@@ -101,7 +101,7 @@ def test_frontier_points_take_the_strongest_attack_and_sort_by_utility_then_labe
         _row("1", "dlg", "z", {"utility/u": 0.5, "images/ssim": 0.3}),
         _row("2", "ig", "z", {"utility/u": 0.5, "images/ssim": 0.6}),
         _row("3", "dlg", "a", {"utility/u": 0.5, "images/ssim": 0.2}),
-        _row("4", "dlg", "none", {"images/ssim": 0.9}),
+        _row("4", "dlg", "none", {"images/ssim": 0.9}, params={"defense": "none"}),
     ]
     (f,) = frontiers(rows, "utility/u", "images/ssim")
     assert [(p.label, p.privacy, p.attack) for p in f.points] == [("a", 0.2, "dlg"), ("z", 0.6, "ig")]
