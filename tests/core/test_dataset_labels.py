@@ -48,6 +48,12 @@ def test_a_label_shows_the_one_path_that_tells_the_datasets_apart_and_leaves_out
     assert shown_paths([capture("astronaut"), capture("camera")]) == [
         {"model": None, "update": "astronaut/update", "images": None},
         {"model": None, "update": "camera/update", "images": None}]
+    # Both tell them apart and the images' parts are shorter (astronaut, 9 characters, against
+    # astronaut/update, 16): the images are shown, the updates left out.
+    by_name = [Capture(model="/srv/model.pt2", update=f"/srv/{c}/update.pt", images=f"/srv/images/{c}.npy")
+               for c in ("astronaut", "camera")]
+    assert shown_paths(by_name) == [{"model": None, "update": None, "images": "astronaut"},
+                                    {"model": None, "update": None, "images": "camera"}]
     # One capture: each path by its stem.
     assert shown_paths([capture("astronaut")]) == [{"model": "model", "update": "update", "images": "images"}]
     # Same files, other settings: the settings tell them apart, no path does.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from vispriv.harness.report import CellRow, pivot
 from vispriv.harness.report.frontier import FrontierPoint, frontiers, mark_front, worst_case
 from vispriv.harness.report.paired import Step, ladders, overlap_robust_se
-from vispriv.harness.report.tables import _fmt, _ordered, _sort_key, param_pivot
+from vispriv.harness.report.tables import _fmt, _ordered, _sort_key, _unclamp, param_pivot
 from vispriv.harness.stats import mean_se
 
 
@@ -61,6 +62,9 @@ def test_overlap_robust_se_of_two_neighbouring_crops_by_hand():
     assert overlap_robust_se(["p@0,0", "p@0,2"], np.array([1.0, 2.0])) == pytest.approx(0.5)
     assert overlap_robust_se(["p@0,0", "q@0,0"], np.array([1.0, 2.0])) == pytest.approx(0.5)
     assert overlap_robust_se(["p@0,0"], np.array([1.0])) is None
+    # three steps apart (past the bandwidth): the kernel is 0, not negative -- sd / sqrt(n) = sqrt(2) / sqrt(2)
+    assert overlap_robust_se(["p@0,0", "p@0,3"], np.array([0.0, 2.0])) == pytest.approx(1.0)
+    assert overlap_robust_se(["p@0,0", "p@3,3"], np.array([0.0, 2.0])) == pytest.approx(1.0)
 
 
 # -- frontier -----------------------------------------------------------------------------
@@ -97,11 +101,25 @@ def test_frontier_points_take_the_strongest_attack_and_sort_by_utility_then_labe
         _row("1", "dlg", "z", {"utility/u": 0.5, "images/ssim": 0.3}),
         _row("2", "ig", "z", {"utility/u": 0.5, "images/ssim": 0.6}),
         _row("3", "dlg", "a", {"utility/u": 0.5, "images/ssim": 0.2}),
-        _row("4", "dlg", "none", {"images/ssim": 0.9}),
+        _row("4", "dlg", "none", {"images/ssim": 0.9}, params={"defense": "none"}),
     ]
     (f,) = frontiers(rows, "utility/u", "images/ssim")
     assert [(p.label, p.privacy, p.attack) for p in f.points] == [("a", 0.2, "dlg"), ("z", 0.6, "ig")]
     assert f.missing == ["none"]  # a higher-is-better utility the baseline did not log: left out, named
+
+
+def test_the_baseline_stands_at_cost_zero_only_where_the_utility_is_a_cost():
+    def rows(u_hib: bool) -> list[CellRow]:
+        hib = {"utility/u": u_hib, "images/ssim": True}
+        return [_row("1", "dlg", "dp", {"utility/u": 0.5, "images/ssim": 0.3}, hib),
+                _row("2", "dlg", "none", {"images/ssim": 0.9}, hib, params={"defense": "none"})]
+
+    (cost,) = frontiers(rows(False), "utility/u", "images/ssim")  # lower is better: the baseline costs nothing
+    assert [(p.label, p.utility, p.privacy) for p in cost.points] == [("none (cost 0 by definition)", 0.0, 0.9),
+                                                                       ("dp", 0.5, 0.3)]
+    assert cost.missing == []
+    (gain,) = frontiers(rows(True), "utility/u", "images/ssim")  # higher is better: no value to give it
+    assert [p.label for p in gain.points] == ["dp"] and gain.missing == ["none"]
 
 
 # -- pivots ------------------------------------------------------------------------------
@@ -141,3 +159,6 @@ def test_ordering_and_number_formats():
     assert sorted(["10", "inf", "2", "x", "-1"], key=_sort_key) == ["-1", "2", "10", "inf", "x"]
     assert _fmt(1e4, 3) == "1e+04" and _fmt(9999.0, 3) == "9999.000" and _fmt(1e-3, 3) == "0.001"
     assert _fmt(9.9e-4, 3) == "0.00099" and _fmt(0.0, 3) == "0.000" and _fmt(-math.inf, 3) == "-inf"
+    # MLflow's sqlite store keeps +-inf as +-float max: both read back as infinities, the sign kept
+    assert _unclamp(sys.float_info.max) == math.inf and _unclamp(-sys.float_info.max) == -math.inf
+    assert _unclamp(-1e308) == -1e308 and _unclamp(0.5) == 0.5

@@ -116,6 +116,42 @@ def test_dp_sgd_step_is_clipped_sum_plus_noise_over_b():
     assert residual.std().item() == pytest.approx(1.0 * 0.01 / 2, rel=0.05)  # N(0, sigma^2 C^2) / B
 
 
+def test_dp_sgd_leaves_an_example_inside_the_clipping_norm_as_it_is():
+    """Abadi et al. Algorithm 1: g / max(1, ||g|| / C) -- an example already inside the norm is not scaled up to C."""
+    x, y = _batch(2, 8, 5, seed=1)
+    model = build_model("lenet", 5, 3, 8, seed=1)
+    model.eval()
+    params = {k: p.detach() for k, p in trainable(model).items()}
+    per = [client_update(model, x[i : i + 1], y[i : i + 1], LocalWork()) for i in range(2)]
+    norms = [float(torch.sqrt(sum((t**2).sum() for t in g))) for g in per]
+    clip = (norms[0] + norms[1]) / 2  # between the two norms: one example is clipped, the other kept whole
+    assert min(norms) < clip < max(norms) and abs(norms[0] - norms[1]) > 0.1 * clip
+    expected = [(a * min(1.0, clip / norms[0]) + b * min(1.0, clip / norms[1])) / 2 for a, b in zip(*per)]
+    got = private_gradient(model, params, x, y, clip=clip, sigma=0.0, generator=torch.Generator())
+    for e, k in zip(expected, params):
+        torch.testing.assert_close(got[k], e, rtol=1e-4, atol=1e-7)
+
+
+def test_inverting_gradients_objective_adds_the_tv_term_on_the_normalised_image():
+    """Inverting Gradients eq. 4: 1 - cos(grad W', grad W) + alpha TV(x'), TV over the normalisation's std (0.5 here)."""
+    from vispriv.plugins.federated.deep.adaptive import DefenseKnowledge
+    from vispriv.plugins.federated.deep.inversion import InversionSettings, _candidate_loss, total_variation
+    from vispriv.plugins.federated.deep.local import autograd_gradient
+
+    model = build_model("lenet", 5, 3, 8, seed=0)
+    model.eval()
+    x = torch.zeros(1, 3, 8, 8)
+    x[..., 4:] = 1.0  # one vertical edge: rows differ nowhere, columns at 3 x 8 of 3 x 8 x 7 places
+    assert float(total_variation(x)) == pytest.approx(1 / 7)
+    target = client_update(model, x, torch.tensor([2]), LocalWork())
+    settings = InversionSettings("inverting-gradients", tv=0.35)
+    loss = _candidate_loss(model, target, LocalWork(), np.array([2]), settings, "cpu", DefenseKnowledge(),
+                           autograd_gradient(True))
+    params = {k: p.detach().requires_grad_(True) for k, p in trainable(model).items()}
+    # the image's own update: cosine distance 0; plus 0.35 x (1/7) / 0.5 = 0.1
+    assert float(loss(params, x, None, None).detach()) == pytest.approx(0.1, abs=1e-5)
+
+
 def test_dp_epsilon_falls_with_noise_and_grows_with_rounds():
     eps = [dp_epsilon(s, 10, 1e-5) for s in (0.5, 1.0, 2.0)]
     assert eps[0] > eps[1] > eps[2] > 0

@@ -122,6 +122,8 @@ def test_dphe_published_average_gives_the_imprinted_images_to_the_aggregator(tmp
     scene = ImprintedDeepFederatedImages(config).load(ctx)
     protected = Dphe(Dphe.Config(key_bits=256, workers=1, rounds=1)).protect(scene.private, scene.public, ctx)
     assert isinstance(protected.release, DeepPublishedAverage)
+    # the aggregator's release holds the average only: no user's own update without an insider observer
+    assert protected.release.observer is None and protected.release.own_update.shape == (0,)
     result = Imprint().attack(protected.release, scene.public, ctx)
     truth = protected.truth["images"]
     estimate = result.estimate["images"]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
-from vispriv.plugins.defenses.gradient_pruning import prune_smallest, pruned_count
+from vispriv.plugins.defenses.gradient_pruning import GradientPruning, prune_smallest, pruned_count
 
 
 @pytest.mark.parametrize(("fraction", "size", "count"), [
@@ -27,3 +28,9 @@ def test_the_smallest_magnitudes_go_first_and_a_tie_goes_by_position():
     np.testing.assert_array_equal(prune_smallest(update, 2 / 6), update * np.array([1, 0, 0, 1, 1, 1], np.float32))
     np.testing.assert_array_equal(prune_smallest(update, 0.5), update * np.array([1, 0, 0, 1, 0, 1], np.float32))
     assert prune_smallest(update, 0.0) is not update
+
+
+def test_a_fraction_of_one_is_refused_and_just_below_it_one_entry_of_a_hundred_is_sent():
+    with pytest.raises(ValidationError, match="less than 1"):
+        GradientPruning.Config(prune=1.0)  # every entry zeroed: nothing sent, no update to train on
+    assert pruned_count(GradientPruning.Config(prune=0.99).prune, 100) == 99
