@@ -63,6 +63,7 @@ def test_truncated_npz_entries_finish_with_one_warning_each_and_the_clean_metric
     assert finished_metrics(tmp_path / "mlflow.db") == clean
 
 
+@pytest.mark.slow
 def test_sigkill_mid_cache_write_and_between_renames_then_resume(tmp_path, empty_store, descriptor_reference):
     """Killed while cell 2 writes its 2nd entry (its dictionary views' SIFT, a streamed ``.f32`` file), then
     (resumed) between payload and checksum of its 3rd (its dictionary). Each cell writes, in order: the

@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from cli_fork import run_vispriv
 from test_deep_matrix import cell_metrics, run
@@ -95,6 +96,7 @@ def _walkthrough() -> tuple[str, str, list[str]]:
     return script, config, commands
 
 
+@pytest.mark.slow
 def test_the_documented_walkthrough_runs_as_written(tmp_path):
     """The doc's capture script, config and commands, run from its text: the model exports with a
     dynamic batch, the attack recovers the label, and the report shows the headline metrics."""

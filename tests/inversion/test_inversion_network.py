@@ -221,9 +221,9 @@ def test_network_trains_on_its_configured_thread_count_whatever_the_machine_runs
     # the count is the config's (default 2), not the process's.
     imgs = blob_images(n=8, size=64)
     sets = [(Images(imgs), grid_features(imgs, step=1, channels=4))]
-    cfg = InversionConfig(steps=8, **{**TINY, "crop": 64, "width": 32, "max_width": 64, "batch_size": 8})
+    cfg = InversionConfig(steps=3, **{**TINY, "crop": 64, "width": 32, "max_width": 64, "batch_size": 8})
     assert cfg.threads == 2
-    pinned = {_weights_trained_beside(n, cfg, sets, tmp_path) for n in (1, 2, 4)}
+    pinned = {_weights_trained_beside(n, cfg, sets, tmp_path) for n in (1, 4)}
     assert len(pinned) == 1
     # ...and the count matters: one thread trains other bits than two on the same data
     one = cfg.model_copy(update={"threads": 1})
