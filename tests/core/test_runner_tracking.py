@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_fork import run_vispriv
 from core_helpers import SITE_OK, toy_config
 
 from vispriv.harness.config import validate_config
@@ -203,7 +204,7 @@ def _count(db: Path, status: str) -> int:
 
 def test_ctrl_c_then_resume_in_a_real_process(tmp_path, write_config):
     """SIGINT to a running ``vispriv matrix``: finished cells stay, --resume runs the rest."""
-    cfg = write_config(toy_config(attacks=[{"name": "toy-denoise", "delay": 1.5}],
+    cfg = write_config(toy_config(attacks=[{"name": "toy-denoise", "delay": 1.0}],
                                   defenses=[{"name": "toy-noise", "sigma": [0.1, 0.2, 0.3, 0.4]}]))
     env = {**os.environ, "PYTHONPATH": str(SITE_OK), "VISPRIV_TOY_STARTED": str(tmp_path / "started.txt"),
            "VISPRIV_PLUGINS": "toy,metrics"}
@@ -226,7 +227,7 @@ def test_ctrl_c_then_resume_in_a_real_process(tmp_path, write_config):
     db = tmp_path / "mlflow.db"
     done = _count(db, "FINISHED")
     assert 1 <= done < 4
-    again = subprocess.run([*cmd, "--resume"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    again = run_vispriv([*cmd[3:], "--resume"], cwd=tmp_path, env=env, timeout=120)
     assert again.returncode == 0, again.stderr
     assert f"{4 - done} cells finished, 0 failed, {done} already done" in again.stdout
     assert _count(db, "FINISHED") == 4

@@ -32,7 +32,8 @@ def ctx_for(tmp_path):
 
 
 def raw_attack(**extra):
-    return InvertRaw(InvertRaw.Config(sift=SIFT, network=NET, train_on=("public",), **extra))
+    """InvertRaw with the tiny network; 3 refinement steps (the stage runs, its result is tested in test_refine*)."""
+    return InvertRaw(InvertRaw.Config(sift=SIFT, network=NET, train_on=("public",), refine={"steps": 3}, **extra))
 
 
 def test_invert_raw_estimates_every_image_and_second_run_loads_the_checkpoint(scene, tmp_path):
@@ -75,7 +76,7 @@ def _lifted(raw, m):
 
 def test_dia_reads_offset_and_basis_channels(scene, tmp_path):
     test, public, raw = scene
-    attack = Dia(Dia.Config(sift=SIFT, network=NET, train_on=("public",), mode="random"))
+    attack = Dia(Dia.Config(sift=SIFT, network=NET, train_on=("public",), mode="random", refine={"steps": 3}))
     feats = attack.release_features(_lifted(raw, 2))
     assert feats.channels == 3 * 128 + 3  # offset, 2 basis vectors, scale/cos/sin
     result = attack.attack(_lifted(raw, 2), public, ctx_for(tmp_path))
