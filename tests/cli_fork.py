@@ -26,12 +26,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 #: Read by torch, OpenBLAS, OpenMP or Python when they start: a call that changes one runs fresh.
-IMPORT_TIME_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE",
+IMPORT_TIME_VARIABLES = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE",
                          "ATEN_CPU_CAPABILITY", "PYTHONHASHSEED", "PYTHONWARNINGS", "PYTHONDONTWRITEBYTECODE",
                          "PYTHONSAFEPATH", "PYTHONNOUSERSITE", "PYTHONHOME", "VIRTUAL_ENV")
 
 SERVER = r'''
-import atexit, importlib, importlib.util, json, os, signal, sys, threading, time, traceback
+import atexit, importlib, importlib.util, json, os, runpy, signal, sys, threading, time, traceback
 
 from vispriv.harness.cli import main
 from vispriv.harness.registry import load_registry
@@ -65,9 +65,13 @@ def child(req):
         extra = [p for p in req["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
         sys.path[:] = [os.getcwd(), *extra, *BASE_PATH]  # as `python -m` in that folder with that PYTHONPATH
         importlib.invalidate_caches()
-        sys.argv = [ARGV0, *req["args"]]
+        sys.argv = [req["script"] or ARGV0, *req["args"]]
         try:
-            main(prog_name="vispriv")
+            if req["script"]:  # `python SCRIPT ARGS`: the script's folder first on the path, as python puts it
+                sys.path[0] = os.path.dirname(os.path.abspath(req["script"]))
+                runpy.run_path(req["script"], run_name="__main__")
+            else:
+                main(prog_name="vispriv")
             code = 0
         except SystemExit as exc:
             if exc.code is None or isinstance(exc.code, int):
@@ -145,11 +149,12 @@ def _forkable(env: Mapping[str, str]) -> bool:
 
 
 def run_vispriv(args: Sequence[str], cwd: str | Path, env: Mapping[str, str] | None = None,
-                timeout: float = 600) -> subprocess.CompletedProcess:
-    """What ``subprocess.run([python, -m, vispriv, *args], cwd, env, capture_output, text, timeout)`` returns."""
+                timeout: float = 600, script: str | Path | None = None) -> subprocess.CompletedProcess:
+    """What ``subprocess.run([python, -m, vispriv, *args], cwd, env, capture_output, text, timeout)`` returns;
+    with ``script``, what ``python SCRIPT *args`` returns (a test's own driver around the CLI)."""
     args = [str(a) for a in args]
     env = dict(os.environ if env is None else env)
-    command = [sys.executable, "-m", "vispriv", *args]
+    command = [sys.executable, *([str(script)] if script else ["-m", "vispriv"]), *args]
     if not Path(cwd).is_dir():  # as subprocess.run: refused before any process starts
         raise NotADirectoryError(f"not a folder to run in: {cwd}")
     if not _forkable(env):
@@ -158,7 +163,8 @@ def run_vispriv(args: Sequence[str], cwd: str | Path, env: Mapping[str, str] | N
         out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
         server = _SERVER.start()
         request = {"args": args, "cwd": str(Path(cwd).resolve()), "env": env, "timeout": timeout,
-                   "stdout": str(out), "stderr": str(err)}
+                   "stdout": str(out), "stderr": str(err),
+                   "script": str(Path(script).resolve()) if script else None}
         server.stdin.write(json.dumps(request) + "\n")
         server.stdin.flush()
         line = server.stdout.readline()

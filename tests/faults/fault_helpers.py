@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import yaml
+from cli_fork import run_vispriv
 
 DRIVER = Path(__file__).parent / "driver.py"
 
@@ -50,11 +51,13 @@ def vispriv(
     wrap: list[str] | None = None, env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
     """``vispriv matrix CONFIG`` with the store and cache in ``folder``, through the fault driver."""
-    cmd = [sys.executable, str(DRIVER), fault, "matrix", str(config), "--quiet",
-           "--tracking-uri", f"sqlite:///{folder / 'mlflow.db'}", "--cache-dir", str(folder / "cache"), *args]
+    driver_args = [fault, "matrix", str(config), "--quiet",
+                   "--tracking-uri", f"sqlite:///{folder / 'mlflow.db'}", "--cache-dir", str(folder / "cache"), *args]
     full_env = {**os.environ, "VISPRIV_PLUGINS": "descriptor-release,image-release,metrics", **(env or {})}
-    return subprocess.run([*(wrap or []), *cmd], cwd=folder, env=full_env, capture_output=True, text=True,
-                          timeout=300, preexec_fn=preexec)
+    if wrap is None and preexec is None:  # a process of its own, forked from the warm test server
+        return run_vispriv(driver_args, cwd=folder, env=full_env, timeout=300, script=DRIVER)
+    return subprocess.run([*(wrap or []), sys.executable, str(DRIVER), *driver_args], cwd=folder, env=full_env,
+                          capture_output=True, text=True, timeout=300, preexec_fn=preexec)
 
 
 def copy_store(empty_store: Path, folder: Path) -> None:
