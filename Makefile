@@ -25,15 +25,16 @@ lint: setup
 	$(BIN)/ruff check .
 
 # pytest exits 5 when it collects no test: report it rather than fail the recipe.
-# Tests run in parallel (pytest-xdist): TEST_WORKERS processes (default: the core count, at
-# least 4), each with one OpenMP/torch thread, threads that sleep rather than spin while they
-# wait (OMP_WAIT_POLICY=PASSIVE: the few tests that run two threads share the cores), and the
-# tests of one module on one worker (--dist loadscope: a module's fixture, e.g. the Flower
-# simulation, is built once). More workers than cores overlap the tests that wait on servers,
-# processes and Ray. TEST_WORKERS=0 runs them in one process.
-TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -lt 4 ] && n=4; echo $$n)
-PARALLEL := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadscope)
-THREADS := $(if $(filter 0,$(TEST_WORKERS)),,OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE)
+# Tests run in parallel (pytest-xdist), one worker per core up to TEST_WORKERS, each with one
+# OpenMP/torch thread: several threads per worker fight over the cores (measured 2026-11-26 on
+# the 2-core machine, 519 passed each way: one process 14 min 18 s; 2 workers 11 min 11 s;
+# 2 workers with OMP_NUM_THREADS=1 8 min 49 s). TEST_WORKERS=0 runs them in one process.
+# `bash .ci/run` (make test-all, then the wheel smoke) in a fresh clone on the idle 2-core AVX-512
+# machine, 2026-11-27 (11:32): 16 min 8 s in all (venv, lint, 892 passed in 12 min 55 s, wheel
+# smoke); `make test` in that clone afterwards: 877 passed in 9 min 15 s.
+TEST_WORKERS ?= 4
+PARALLEL := $(if $(filter 0,$(TEST_WORKERS)),,-n auto --maxprocesses $(TEST_WORKERS))
+THREADS := $(if $(filter 0,$(TEST_WORKERS)),,OMP_NUM_THREADS=1)
 # `make test`: the default tier (every test not marked slow); `make test-all`: everything, the
 # long end-to-end runs (`@pytest.mark.slow`) included; CI runs test-all. Both print the 15
 # slowest tests.
