@@ -29,9 +29,9 @@ lint: setup
 # OpenMP/torch thread: several threads per worker fight over the cores (measured 2026-11-26 on
 # the 2-core machine, 519 passed each way: one process 14 min 18 s; 2 workers 11 min 11 s;
 # 2 workers with OMP_NUM_THREADS=1 8 min 49 s). TEST_WORKERS=0 runs them in one process.
-# `bash .ci/run` (make test-all, then the wheel smoke) in a fresh clone on the idle 2-core AVX-512
-# machine, 2026-11-27 (11:32): 16 min 8 s in all (venv, lint, 892 passed in 12 min 55 s, wheel
-# smoke); `make test` in that clone afterwards: 877 passed in 9 min 15 s.
+# `make test` in a fresh clone on the idle 2-core AVX-512 machine, 2026-11-27 (17:03): 901 passed
+# in 4 min 36 s of pytest (6 min 8 s with the venv). Tried there: 4 workers, --dist loadscope and
+# OMP_WAIT_POLICY=PASSIVE: 5 min 11 s, slower.
 TEST_WORKERS ?= 4
 PARALLEL := $(if $(filter 0,$(TEST_WORKERS)),,-n auto --maxprocesses $(TEST_WORKERS))
 THREADS := $(if $(filter 0,$(TEST_WORKERS)),,OMP_NUM_THREADS=1)
