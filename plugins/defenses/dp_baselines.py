@@ -27,7 +27,7 @@ import numpy as np
 from pydantic import Field
 
 from vispriv.harness import CellContext, Defense, Protected
-from vispriv.plugins.federated.config import LinearTrainingConfig
+from vispriv.plugins.federated.config import ClassifierInitConfig, LinearTrainingConfig
 from vispriv.plugins.federated.linear import linear
 from vispriv.plugins.federated.outcome import accuracy_curve, base_utility, target_ids, target_truth
 from vispriv.plugins.federated.payloads import (
@@ -41,8 +41,10 @@ from vispriv.plugins.federated.protocol import paillier as pl
 from vispriv.plugins.federated.protocol.rounds import FederatedRun, initial_classifier, run_federated
 
 
-class Prr10Config(LinearTrainingConfig):
-    """PRR10: one round; ``lam`` is the L2 strength of the local logistic regressions."""
+class Prr10Config(ClassifierInitConfig):
+    """PRR10: one round; ``lam`` is the L2 strength of the local logistic regressions (``local_epochs`` of full-batch
+    gradient descent each); the elastic-net settings are w̄_0's, the public initialisation's (no local SGD settings:
+    PRR10 trains each user's model to convergence, it does not run rounds)."""
 
     rounds: int = Field(1, ge=1, le=1)
     loss: str = Field("logistic", pattern="^logistic$")

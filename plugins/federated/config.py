@@ -37,30 +37,35 @@ class RoundsConfig(PluginConfig):
     rounds: int = Field(10, ge=1, le=10_000)
 
 
-class LinearTrainingConfig(RoundsConfig):
-    """Rounds and the users' local training of linear classifiers (DPHE section 3.1; hinge SVM via SGD, elastic net)."""
+class ClassifierInitConfig(RoundsConfig):
+    """Rounds and the classifiers' public initialisation w̄_0 (DPHE section 3.2): its loss, elastic net and
+    full-batch epochs, what every linear defense uses (PRR10's one noisy average uses no more)."""
 
     loss: Literal["hinge", "logistic"] = "hinge"
-    mode: Literal["sgd", "gd"] = "sgd"
-    lr: float = Field(0.05, gt=0)
     reg: float = Field(0.01, ge=0, description="elastic-net strength lam; larger -> sparser updates")
     l1_ratio: float = Field(0.5, ge=0, le=1)
-    local_steps: int = Field(1, ge=1)
     init_epochs: int = Field(100, ge=0)
     init_lr: float = Field(0.1, gt=0)
 
     def training(self) -> LocalTraining:
+        """The training these settings describe (the local rounds' own settings at their defaults)."""
+        return LocalTraining(**self._training_fields())
+
+    def _training_fields(self) -> dict:
+        return {"loss": self.loss, "reg": self.reg, "l1_ratio": self.l1_ratio, "init_epochs": self.init_epochs,
+                "init_lr": self.init_lr}
+
+
+class LinearTrainingConfig(ClassifierInitConfig):
+    """Rounds and the users' local training of linear classifiers (DPHE section 3.1; hinge SVM via SGD, elastic net)."""
+
+    mode: Literal["sgd", "gd"] = "sgd"
+    lr: float = Field(0.05, gt=0)
+    local_steps: int = Field(1, ge=1)
+
+    def training(self) -> LocalTraining:
         """The users' local training of the classifiers."""
-        return LocalTraining(
-            loss=self.loss,
-            mode=self.mode,
-            lr=self.lr,
-            reg=self.reg,
-            l1_ratio=self.l1_ratio,
-            local_steps=self.local_steps,
-            init_epochs=self.init_epochs,
-            init_lr=self.init_lr,
-        )
+        return LocalTraining(**self._training_fields(), mode=self.mode, lr=self.lr, local_steps=self.local_steps)
 
     def protocol(self, n_users: int) -> dict:
         """The public hyper-parameters that go into every release (the attacker's guesses, A.2.1)."""

@@ -115,6 +115,16 @@ def test_each_cell_carries_only_its_inputs_settings(registry):
     assert {c.defense_label for c in matrix.cells} == {"none"}
 
 
+def test_prr10_takes_only_the_settings_it_uses(registry):
+    """PRR10 trains each user's model to convergence in one round: the local-SGD settings (``mode``, ``lr``,
+    ``local_steps``) are not its, and a config naming one is refused; w̄_0's elastic net is."""
+    prr10 = registry.get("defense", "prr10", "federated-learning")
+    assert sorted(prr10.Config.model_fields) == ["eps", "init_epochs", "init_lr", "key_bits", "l1_ratio", "lam",
+                                                 "local_epochs", "loss", "reg", "rounds", "workers"]
+    with pytest.raises(ConfigError, match="'lr'"):
+        _matrix(registry, [FEATURES], [{"name": "prr10", "lr": 0.1}], ["gradient-leakage"])
+
+
 def test_an_input_without_its_own_config_keeps_every_setting(registry):
     none = registry.get("defense", "none", "federated-learning")
 
@@ -145,7 +155,7 @@ def test_plugins_listing_names_each_inputs_settings():
     page = out.stdout.split("defense none 1.0 (scenario federated-learning")[1]
     assert (
         "settings by input (a matrix cell refuses the others):\n"
-        "  FederatedData: rounds, loss, mode, lr, reg, l1_ratio, local_steps, init_epochs, init_lr\n"
+        "  FederatedData: rounds, loss, reg, l1_ratio, init_epochs, init_lr, mode, lr, local_steps\n"
         "  ClusteringData: rounds, local_steps, batch_size, centroid_l1\n"
         "  DeepFederatedData: rounds\n"
         "  CapturedUpdate: rounds\n"
@@ -153,7 +163,7 @@ def test_plugins_listing_names_each_inputs_settings():
     ) in page
     data = json.loads(_vispriv("plugins", "dphe", "--json").stdout)["plugins"][0]["settings_by_input"]
     assert data == {
-        "FederatedData": ["rounds", "loss", "mode", "lr", "reg", "l1_ratio", "local_steps", "init_epochs", "init_lr",
+        "FederatedData": ["rounds", "loss", "reg", "l1_ratio", "init_epochs", "init_lr", "mode", "lr", "local_steps",
                           "observer", "key_bits", "capacity_fraction", "workers", "force", "permutations"],
         "DeepFederatedData": ["rounds", "observer", "key_bits", "capacity_fraction", "workers", "force"],
         "ClusteringData": ["rounds", "local_steps", "batch_size", "centroid_l1", "key_bits", "capacity_fraction",
