@@ -8,8 +8,9 @@ status, stdout and stderr files, working folder, environment, ``PYTHONPATH`` ent
 would show it.
 
 Falls back to a real ``subprocess.run`` where a fork could differ from a fresh interpreter:
-no ``os.fork`` (Windows), ``VISPRIV_TEST_FORK=0``, or a call whose environment changes a
-variable libraries read when they are imported (thread counts, CPU kernels). Tests that
+no ``os.fork`` (Windows), ``VISPRIV_TEST_FORK=0``, a server whose imports started a thread
+(its locks would stay held in the children), or a call whose environment changes a variable
+libraries read when they are imported (thread counts, CPU kernels). Tests that
 signal the process (SIGKILL, Ctrl-C) or race two processes keep ``subprocess.Popen``.
 """
 
@@ -25,6 +26,10 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+#: Imported once by the server: what the commands import (the plugins' modules come with the registry).
+PRELOAD = ("mlflow", "mlflow.tracking", "numpy", "torch", "torch.export", "torch.func", "lightning", "kornia", "faiss",
+           "skimage.metrics", "sklearn.metrics", "sklearn.datasets", "scipy.optimize", "cvxpy", "phe")
+
 #: Read by torch, OpenBLAS, OpenMP or Python when they start: a call that changes one runs fresh.
 IMPORT_TIME_VARIABLES = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE",
                          "ATEN_CPU_CAPABILITY", "PYTHONHASHSEED", "PYTHONWARNINGS", "PYTHONDONTWRITEBYTECODE",
@@ -36,8 +41,7 @@ import atexit, importlib, importlib.util, json, os, runpy, signal, sys, threadin
 from vispriv.harness.cli import main
 from vispriv.harness.registry import load_registry
 # What the commands import, once, here: the libraries they run on and the plugins' modules.
-for name in ("mlflow", "mlflow.tracking", "numpy", "torch", "torch.export", "torch.func", "lightning", "kornia",
-             "faiss", "skimage.metrics", "sklearn.metrics", "sklearn.datasets", "scipy.optimize", "cvxpy", "phe"):
+for name in json.loads(sys.argv[1]):
     try:
         importlib.import_module(name)
     except ImportError:
@@ -45,11 +49,16 @@ for name in ("mlflow", "mlflow.tracking", "numpy", "torch", "torch.export", "tor
 os.environ.pop("VISPRIV_PLUGINS", None)
 load_registry()  # imports every built-in plugin module; each child builds its own registry
 
-assert threading.active_count() == 1, "a thread before fork would leave its locks held in the children"
 BASE_PATH = [p for p in sys.path[1:]]
 ARGV0 = importlib.util.find_spec("vispriv.__main__").origin  # sys.argv[0] under `python -m vispriv`
 replies = os.fdopen(os.dup(1), "w")
 os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+if threading.active_count() != 1:  # a thread's locks would stay held in every child: no forks from here
+    replies.write(json.dumps({"ready": False, "why": f"{threading.active_count()} threads after the imports"}) + "\n")
+    replies.flush()
+    sys.exit(0)
+replies.write(json.dumps({"ready": True}) + "\n")
+replies.flush()
 
 
 def child(req):
@@ -123,19 +132,30 @@ class _Server:
         self.lock = threading.Lock()
         self.proc: subprocess.Popen | None = None
         self.env: dict[str, str] = {}
+        self.unusable = ""  # why this process runs every call fresh (the server could not fork safely)
 
-    def start(self) -> subprocess.Popen:
+    def start(self) -> subprocess.Popen | None:
+        """The running server, started if needed; ``None`` when it cannot fork safely here."""
+        if self.unusable:
+            return None
         if self.proc is None or self.proc.poll() is not None:
             self.env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-            self.proc = subprocess.Popen([sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            self.proc = subprocess.Popen([sys.executable, "-c", SERVER, json.dumps(PRELOAD)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          env=self.env, text=True, cwd=tempfile.gettempdir())
             atexit.register(self.stop)
+            hello = json.loads(self.proc.stdout.readline() or '{"ready": false, "why": "the server did not start"}')
+            if not hello["ready"]:
+                self.unusable = hello["why"]
+                self.stop()
+                return None
         return self.proc
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.stdin.close()
             self.proc.wait(timeout=30)
+        elif self.proc is not None:
+            self.proc.stdin.close()
 
 
 _SERVER = _Server()
@@ -162,6 +182,8 @@ def run_vispriv(args: Sequence[str], cwd: str | Path, env: Mapping[str, str] | N
     with tempfile.TemporaryDirectory() as tmp, _SERVER.lock:
         out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
         server = _SERVER.start()
+        if server is None:
+            return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
         request = {"args": args, "cwd": str(Path(cwd).resolve()), "env": env, "timeout": timeout,
                    "stdout": str(out), "stderr": str(err),
                    "script": str(Path(script).resolve()) if script else None}
