@@ -29,9 +29,10 @@ lint: setup
 # OpenMP/torch thread: several threads per worker fight over the cores (measured 2026-11-26 on
 # the 2-core machine, 519 passed each way: one process 14 min 18 s; 2 workers 11 min 11 s;
 # 2 workers with OMP_NUM_THREADS=1 8 min 49 s). TEST_WORKERS=0 runs them in one process.
-# `make test` in a fresh clone on the idle 2-core AVX-512 machine, 2026-11-27 (17:03): 901 passed
-# in 4 min 36 s of pytest (6 min 8 s with the venv). Tried there: 4 workers, --dist loadscope and
-# OMP_WAIT_POLICY=PASSIVE: 5 min 11 s, slower.
+# `make test` in fresh clones on the idle 2-core AVX-512 machine, 2026-11-27: 901 passed in 4 min
+# 36 s of pytest (6 min 8 s with the venv); at 277f189, 909 passed in 4 min 47 s. `bash .ci/run` in
+# that clone (make test-all, wheel smoke; a nice-19 job beside it): 936 passed in 10 min 35 s, 13 min
+# 47 s in all. Tried: 4 workers, --dist loadscope and OMP_WAIT_POLICY=PASSIVE: 5 min 11 s, slower.
 TEST_WORKERS ?= 4
 PARALLEL := $(if $(filter 0,$(TEST_WORKERS)),,-n auto --maxprocesses $(TEST_WORKERS))
 THREADS := $(if $(filter 0,$(TEST_WORKERS)),,OMP_NUM_THREADS=1)
