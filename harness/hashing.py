@@ -41,13 +41,17 @@ def stable_hash(*parts: Any, length: int = 16) -> str:
 
 
 def fingerprint(*arrays: np.ndarray) -> str:
-    """Hex sha256 prefix of arrays' dtype, shape and bytes (a training-data fingerprint)."""
+    """Hex sha256 prefix of arrays' dtype, shape and bytes (a training-data fingerprint).
+
+    The bytes are hashed in place (a uint8 view of the C-contiguous array), not copied: the
+    localisation room's photo stack is ~0.8 GB. A non-contiguous array is made contiguous first.
+    """
     h = hashlib.sha256()
     for arr in arrays:
         a = np.ascontiguousarray(arr)
         h.update(str(a.dtype).encode())
         h.update(str(a.shape).encode())
-        h.update(a.tobytes())
+        h.update(a.reshape(-1).view(np.uint8))
     return h.hexdigest()[:16]
 
 
