@@ -30,10 +30,11 @@ from pathlib import Path
 PRELOAD = ("mlflow", "mlflow.tracking", "numpy", "torch", "torch.export", "torch.func", "lightning", "kornia", "faiss",
            "skimage.metrics", "sklearn.metrics", "sklearn.datasets", "scipy.optimize", "cvxpy", "phe")
 
-#: Read by torch, OpenBLAS, OpenMP or Python when they start: a call that changes one runs fresh.
-IMPORT_TIME_VARIABLES = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE",
-                         "ATEN_CPU_CAPABILITY", "PYTHONHASHSEED", "PYTHONWARNINGS", "PYTHONDONTWRITEBYTECODE",
-                         "PYTHONSAFEPATH", "PYTHONNOUSERSITE", "PYTHONHOME", "VIRTUAL_ENV")
+#: Prefixes of the variables that the native libraries (OpenMP, MKL, OpenBLAS/GotoBLAS, ATen) and
+#: Python read once, when they load: a call that sets one of them otherwise than the server runs fresh.
+IMPORT_TIME_PREFIXES = ("OMP_", "KMP_", "GOMP_", "MKL_", "OPENBLAS_", "GOTO", "ATEN_", "PYTHON", "VIRTUAL_ENV")
+#: ...except these, which the child applies itself.
+APPLIED_IN_CHILD = ("PYTHONPATH",)
 
 SERVER = r'''
 import atexit, importlib, importlib.util, json, os, runpy, signal, sys, threading, time, traceback
@@ -161,11 +162,18 @@ class _Server:
 _SERVER = _Server()
 
 
+def _import_time(env: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k.startswith(IMPORT_TIME_PREFIXES) and k not in APPLIED_IN_CHILD}
+
+
 def _forkable(env: Mapping[str, str]) -> bool:
+    """Whether a child forked from the server sees what a fresh interpreter with ``env`` would (the server
+    started, or will start, with the environment it holds or this process's own)."""
     if not hasattr(os, "fork") or os.environ.get("VISPRIV_TEST_FORK", "1") == "0":
         return False
-    base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return all(env.get(k) == base.get(k) for k in IMPORT_TIME_VARIABLES)
+    running = _SERVER.proc is not None and _SERVER.proc.poll() is None
+    server_env = _SERVER.env if running else os.environ
+    return _import_time(env) == _import_time(server_env)
 
 
 def run_vispriv(args: Sequence[str], cwd: str | Path, env: Mapping[str, str] | None = None,

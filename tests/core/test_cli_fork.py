@@ -43,6 +43,18 @@ def test_the_environment_and_folder_are_the_calls_own(tmp_path):
     assert missing.returncode == 2 and "c.yaml" in missing.stderr
 
 
+@pytest.mark.parametrize(("variable", "forked"), [("OMP_NUM_THREADS", False), ("OPENBLAS_VERBOSE", False),
+                                                  ("PYTHONHASHSEED", False), ("PYTHONPATH", True),
+                                                  ("VISPRIV_TOY_STARTED", True)])
+def test_a_call_changing_what_libraries_read_at_load_runs_fresh(tmp_path, variable, forked):
+    """A forked child's parent is the server; a fresh interpreter's is this process."""
+    (tmp_path / "parent.py").write_text("import os\nprint(os.getppid())\n")
+    env = {**os.environ, variable: os.environ.get(variable, "") + "7"}
+    out = run_vispriv([], cwd=tmp_path, env=env, script=tmp_path / "parent.py")
+    assert out.returncode == 0, out.stderr
+    assert (int(out.stdout) != os.getpid()) is forked
+
+
 def test_a_call_past_its_timeout_is_killed_and_raises(tmp_path):
     (tmp_path / "slow.py").write_text("import time\ntime.sleep(60)\n")
     with pytest.raises(subprocess.TimeoutExpired):
