@@ -50,7 +50,7 @@ for name in json.loads(sys.argv[1]):
 os.environ.pop("VISPRIV_PLUGINS", None)
 load_registry()  # imports every built-in plugin module; each child builds its own registry
 
-BASE_PATH = [p for p in sys.path[1:]]
+BASE_PATH = sys.path[1:]
 ARGV0 = importlib.util.find_spec("vispriv.__main__").origin  # sys.argv[0] under `python -m vispriv`
 replies = os.fdopen(os.dup(1), "w")
 os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
