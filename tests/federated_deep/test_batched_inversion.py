@@ -192,3 +192,88 @@ def test_batched_inverting_gradients_stops_every_running_restart_on_the_clock():
     assert [(r.steps, r.evaluations, r.stopped) for r in runs] == [(1, 2, "time")] * 3
     rec = invert(model, update, 1, (3, 27, 27), 4, settings, seed=11, work=work)
     assert (rec.steps, rec.stopped) == (1, "time")
+
+
+@pytest.mark.parametrize("method, expected", [("dlg", "cpu"), ("idlg", "cpu"), ("inverting-gradients", "cuda")])
+def test_lbfgs_keeps_its_iterate_on_the_host_and_signed_adam_on_the_device(method, expected):
+    from vispriv.plugins.federated.deep.inversion import optimiser_device
+
+    assert optimiser_device(InversionSettings(method), "cuda") == expected  # type: ignore[arg-type]
+    assert optimiser_device(InversionSettings(method), "cpu") == "cpu"  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (runs on a GPU machine)")
+@pytest.mark.parametrize("restarts, batched", [(1, "off"), (3, "on")])
+def test_dlg_on_cuda_runs_lbfgs_on_the_host_and_matches_the_cpu_search(monkeypatch, restarts, batched):
+    where: list[set[str]] = []
+    original = torch.optim.LBFGS
+
+    class Recording(original):  # type: ignore[valid-type, misc]
+        def __init__(self, params, *args, **kwargs):  # type: ignore[no-untyped-def]
+            params = list(params)
+            where.append({p.device.type for p in params})
+            super().__init__(params, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim, "LBFGS", Recording)
+    g = torch.Generator().manual_seed(5)
+    x, y = torch.rand(1, 3, 8, 8, generator=g), torch.tensor([2])
+    model = build_model("lenet", 4, 3, 8, seed=1)
+    update = client_update(model, x, y, LocalWork())
+    settings = InversionSettings("dlg", restarts, restarts, batched=batched, lbfgs_inner=3)  # type: ignore[arg-type]
+    on_gpu = invert(model, update, 1, (3, 8, 8), 4, settings, seed=11, device="cuda")
+    assert where == [{"cpu"}] * restarts  # every restart's L-BFGS state on the host
+    on_cpu = invert(model, update, 1, (3, 8, 8), 4, settings, seed=11)
+    assert (on_gpu.evaluations, on_gpu.steps, on_gpu.labels.tolist()) == (on_cpu.evaluations, on_cpu.steps, on_cpu.labels.tolist())
+    assert on_gpu.loss == pytest.approx(on_cpu.loss, rel=1e-3)
+    assert float((on_gpu.images - on_cpu.images).abs().max()) < 1e-3
+
+
+def test_padding_repeats_the_first_candidate_up_to_the_graphs_size():
+    from vispriv.plugins.federated.deep.batched import _padded
+
+    t = torch.arange(6.0).view(3, 2)
+    assert _padded(t, 4).tolist() == [[0, 1], [2, 3], [4, 5], [0, 1]]
+    assert _padded(t, 3) is t
+    assert _padded(t[:1], 2).tolist() == [[0, 1], [0, 1]]
+
+
+@pytest.mark.parametrize("method, device, expected", [
+    ("dlg", "cuda", True), ("idlg", "cuda:1", True), ("inverting-gradients", "cuda", False), ("dlg", "cpu", False),
+])
+def test_graphs_replay_lbfgs_objectives_on_cuda_only(method, device, expected):
+    from vispriv.plugins.federated.deep.inversion import graphs_on
+
+    assert graphs_on(InversionSettings(method), device) is expected  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (runs on a GPU machine)")
+def test_graphed_evaluation_answers_as_the_eager_call_and_captures_one_graph_per_power_of_two():
+    from vispriv.plugins.federated.deep.batched import GraphedEvaluate, batch_evaluator
+
+    g = torch.Generator().manual_seed(3)
+    w = torch.randn(5, 4, generator=g).cuda()
+
+    def loss(x, z, bufs):
+        return ((x.flatten() @ w - torch.softmax(z, -1)) ** 2).sum()
+
+    eager = batch_evaluator(loss, {})
+    graphed = GraphedEvaluate(eager)
+    for n in (1, 3, 4, 2, 3):
+        x, z = torch.rand(n, 5, generator=g).cuda(), torch.randn(n, 4, generator=g).cuda()
+        for got, want in zip(graphed(x, z), eager(x, z)):
+            assert got.shape == want.shape
+            assert torch.allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert sorted(key[0][0] for key in graphed.graphs) == [1, 2, 4]
+    assert graphed.failed is None
+
+    def reads_back(x, z, bufs):
+        torch.cuda.synchronize()  # waits on the host: not allowed while a stream is captured
+        return loss(x, z, bufs)
+
+    fallback = GraphedEvaluate(batch_evaluator(reads_back, {}))
+    x, z = torch.rand(2, 5, generator=g).cuda(), torch.randn(2, 4, generator=g).cuda()
+    with pytest.warns(RuntimeWarning, match="CUDA graph"):
+        got = fallback(x, z)
+    assert fallback.failed is not None
+    assert torch.allclose(got[0], batch_evaluator(reads_back, {})(x, z)[0])
+    assert torch.allclose(fallback(x, z)[0], got[0])  # eager from then on
