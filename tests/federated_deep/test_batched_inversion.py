@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
 import pytest
 import torch
 
@@ -277,3 +278,17 @@ def test_graphed_evaluation_answers_as_the_eager_call_and_captures_one_graph_per
     assert fallback.failed is not None
     assert torch.allclose(got[0], batch_evaluator(reads_back, {})(x, z)[0])
     assert torch.allclose(fallback(x, z)[0], got[0])  # eager from then on
+
+
+@pytest.mark.parametrize("method", ["dlg", "inverting-gradients"])
+def test_the_search_differentiates_the_distance_in_the_candidate_only(method):
+    # The weights' gradients of the gradient-matching distance are never used: the backward stops
+    # at the candidate (and DLG's label logits), so the weight leaves never receive a .grad.
+    from vispriv.plugins.federated.deep import inversion
+
+    model, update, work = _ig_case()
+    params = {k: p.detach() for k, p in model.named_parameters()}
+    run = inversion._search(model, params, update, work, 1, (3, 27, 27), 4, None if method == "dlg" else np.array([2]),
+                            InversionSettings(method, 2, 1, tv=0.1, lbfgs_inner=2), 2, torch.Generator().manual_seed(0), None)
+    assert run.evaluations > 2
+    assert all(p.requires_grad and p.grad is None for p in params.values())

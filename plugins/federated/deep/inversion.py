@@ -323,7 +323,8 @@ def _search(
         zd = None if z is None else z.detach().to(device).requires_grad_(True)
         value = loss(leaves, xd, zd, None)
         if grads == "always" or (grads == "finite" and torch.isfinite(value)):
-            value.backward()
+            # Only to the candidate: the weights' own gradients of the distance are never used.
+            value.backward(inputs=[xd] if zd is None else [xd, zd])
             x.grad = _grad_to(xd, x)
             if z is not None and zd is not None:
                 z.grad = _grad_to(zd, z)
