@@ -292,3 +292,31 @@ def test_the_search_differentiates_the_distance_in_the_candidate_only(method):
                             InversionSettings(method, 2, 1, tv=0.1, lbfgs_inner=2), 2, torch.Generator().manual_seed(0), None)
     assert run.evaluations > 2
     assert all(p.requires_grad and p.grad is None for p in params.values())
+
+
+def test_lockstep_wakes_only_the_worker_whose_answer_is_ready():
+    # Each answer sets exactly its worker's event (one wake-up per answer, no broadcast to every
+    # waiting thread): the events' set counts equal the workers' numbers of asks.
+    sets = [0, 0, 0]
+
+    class Counted(threading.Event):
+        def __init__(self, r: int) -> None:
+            super().__init__()
+            self.r = r
+
+        def set(self) -> None:
+            sets[self.r] += 1
+            super().set()
+
+    def worker(asks: int):
+        def run(ask):
+            for _ in range(asks):
+                ask(torch.zeros(2), None)
+            return asks
+        return run
+
+    lock = LockStep([worker(3), worker(1), worker(2)], lambda x, z: (x.sum(dim=1), x, None))
+    lock.ready = [Counted(r) for r in range(3)]
+    assert lock.run() == [3, 1, 2]
+    assert sets == [3, 1, 2]
+    assert lock.batches == 3
