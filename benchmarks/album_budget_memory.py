@@ -80,7 +80,7 @@ def main() -> None:
             rows.append((album, nodes, name, last["status"], last["nodes"], last["protected_k"],
                          statistics.median(r["seconds"] for r in runs[name]),
                          max(r["peak_mib"] for r in runs[name])))
-    print("\n| album | node limit | code | status | nodes | protected-k (open places) | seconds (median) | peak RSS (MiB) | time / baseline | peak / baseline |")
+    print("\n| album | node limit | code | status | nodes | protected-k | seconds (median) | peak RSS (MiB) | time / baseline | peak / baseline |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for album, nodes, name, status, n, k, seconds, peak in rows:
         base = next(r for r in rows if r[:2] == (album, nodes) and r[2] == paths[-1][0])
