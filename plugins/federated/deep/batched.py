@@ -15,6 +15,9 @@ running has asked. An optimiser thus sees exactly the sequence of losses and gra
 see alone (up to the float rounding of batched kernels), whatever it does between evaluations:
 an L-BFGS line search that evaluates a varying number of times per iteration included. The
 threads only hand tensors over; the arithmetic runs in the thread that calls :meth:`LockStep.run`.
+
+On a CUDA device :class:`GraphedEvaluate` replays the batched objective from CUDA graphs (DLG's and
+iDLG's small networks: launching their kernels one by one cost more than running them).
 """
 
 from __future__ import annotations
