@@ -16,9 +16,7 @@ look-ahead order, so both must report the same nodes, status and protected-k.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import pickle
 import resource
 import statistics
 import subprocess
@@ -27,18 +25,20 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 
 def child(data: str, album: int, nodes: int, old_module: str) -> None:
-    if old_module:
-        spec = importlib.util.spec_from_file_location("vispriv.plugins.album.budget_search", old_module)
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
+    if old_module:  # in place of the package's, before milp imports it
+        sys.path.insert(0, str(Path(__file__).parent))
+        from dictionary_memory import load_module
+
+        load_module(old_module, "vispriv.plugins.album.budget_search")
     from vispriv.plugins.album import milp
     from vispriv.plugins.album.pruning import protected_k
 
-    A, d, S = pickle.loads(Path(data).read_bytes())[album]
+    with np.load(Path(data) / f"album_{album}.npz") as arrays:  # plain arrays: no pickle
+        A, d, S = arrays["A"], int(arrays["d"]), arrays["S"]
     start = time.perf_counter()
     result = milp.fast_budget(A, d, S, time_limit=None, node_limit=nodes or None)
     print(json.dumps(dict(seconds=time.perf_counter() - start, nodes=int(result.work), status=result.status,
@@ -62,8 +62,10 @@ def main() -> None:
     from album_budget_gap import budget_albums
 
     albums, _ = budget_albums("examples/album.yaml", "albums")
-    data = Path(tempfile.mkdtemp()) / "albums.pkl"
-    data.write_bytes(pickle.dumps({a: albums[a] for a in {int(spec.split(":")[0]) for spec in args.albums}}))
+    data = Path(tempfile.mkdtemp())
+    for a in {int(spec.split(":")[0]) for spec in args.albums}:
+        A, d, S = albums[a]
+        np.savez(data / f"album_{a}.npz", A=A, d=d, S=S)
     paths = [("HEAD", "-")] + ([("old", args.old_module)] if args.old_module else [])
     rows = []
     for spec in args.albums:

@@ -51,8 +51,9 @@ def synthetic_blocks(n: int, seed: int = 0, rows: int = 65536) -> Iterator[np.nd
         yield quantize_colmap(centres[rng.integers(0, CENTRES, m)] + noise)
 
 
-def _load(path: str):  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("dictionary_under_test", path)
+def load_module(path: str, name: str = "dictionary_under_test"):  # type: ignore[no-untyped-def]
+    """The Python file ``path`` imported as module ``name`` (e.g. a module's version from git, as the baseline)."""
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
@@ -70,7 +71,7 @@ def child(args: argparse.Namespace) -> None:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
     if args.path == "old":
-        mod = _load(args.old_module)
+        mod = load_module(args.old_module)
         x = np.concatenate(list(synthetic_blocks(args.n)))
         t1 = time.perf_counter()
         words = mod.hierarchical_kmeans(x, args.k, 0, niter=args.niter)
