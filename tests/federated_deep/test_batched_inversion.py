@@ -320,3 +320,24 @@ def test_lockstep_wakes_only_the_worker_whose_answer_is_ready():
     assert lock.run() == [3, 1, 2]
     assert sets == [3, 1, 2]
     assert lock.batches == 3
+
+
+@pytest.mark.parametrize("method, restarts, batched", [("dlg", 1, "off"), ("idlg", 3, "on")])
+def test_the_graphed_path_answers_as_the_plain_one_when_its_capture_falls_back(monkeypatch, method, restarts, batched):
+    # The CUDA path's plumbing (one candidate as a batch of one, padding to a power of two, answers
+    # cut back, gradients onto the host leaves), run on the CPU: the capture fails there (no CUDA
+    # stream), warns once, and the eager batched call answers.
+    from vispriv.plugins.federated.deep import inversion
+
+    g = torch.Generator().manual_seed(5)
+    x, y = torch.rand(1, 3, 8, 8, generator=g), torch.tensor([2])
+    model = build_model("lenet", 4, 3, 8, seed=1)
+    update = client_update(model, x, y, LocalWork())
+    settings = InversionSettings(method, 2 * restarts, restarts, batched=batched, lbfgs_inner=5)  # type: ignore[arg-type]
+    plain = invert(model, update, 1, (3, 8, 8), 4, settings, seed=11)
+    monkeypatch.setattr(inversion, "graphs_on", lambda settings, device: True)
+    with pytest.warns(RuntimeWarning, match="CUDA graph"):
+        graphed = invert(model, update, 1, (3, 8, 8), 4, settings, seed=11)
+    assert (graphed.evaluations, graphed.steps, graphed.labels.tolist()) == (plain.evaluations, plain.steps, plain.labels.tolist())
+    assert graphed.loss == pytest.approx(plain.loss, rel=1e-5)
+    assert float((graphed.images - plain.images).abs().max()) < 1e-5

@@ -311,9 +311,7 @@ def _search(
                        optimiser_device(settings, device))
     if graphs_on(settings, device):
         graphed = _device_evaluator(model, params, target, work, labels, settings, device, knowledge)
-        one = _leaf_evaluate(lambda x, z: tuple(  # type: ignore[arg-type, return-value]
-            None if t is None else t[0] for t in graphed(x[None], None if z is None else z[None])))
-        return _optimise(x, z, labels, settings, steps, seconds, one)
+        return _optimise(x, z, labels, settings, steps, seconds, _leaf_evaluate(_single(graphed)))
     loss = _candidate_loss(model, target, work, labels, settings, device, knowledge, autograd_gradient(True))
     leaves = {k: p.requires_grad_(True) for k, p in params.items()}
 
@@ -386,6 +384,16 @@ def _leaf_evaluate(ask: Callable[[torch.Tensor, torch.Tensor | None], Answer]) -
         return value
 
     return evaluate
+
+
+def _single(evaluate: BatchEvaluate) -> Callable[[torch.Tensor, torch.Tensor | None], Answer]:
+    """One candidate's :data:`~.batched.Answer` from a batched objective (a batch of one)."""
+
+    def ask(x: torch.Tensor, z: torch.Tensor | None) -> Answer:
+        losses, gx, gz = evaluate(x[None], None if z is None else z[None])
+        return losses[0], gx[0], None if gz is None else gz[0]
+
+    return ask
 
 
 def _grad_to(computed: torch.Tensor, leaf: torch.Tensor) -> torch.Tensor | None:
