@@ -22,9 +22,9 @@ beside the same eager evaluation on one CPU thread. A capture that fails prints 
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
+from batched_evaluation import timed  # the same timing as the batched-evaluation probe
 
 from vispriv.harness import torch_threads
 from vispriv.plugins.federated.deep.adaptive import DefenseKnowledge
@@ -33,19 +33,6 @@ from vispriv.plugins.federated.deep.inversion import InversionSettings, _candida
 from vispriv.plugins.federated.deep.local import LocalWork, autograd_gradient, client_update, functional_gradient
 from vispriv.plugins.federated.deep.models import build_model
 from vispriv.plugins.federated.deep.sources import load_bundled_digits
-
-
-def timed(fn, device: str, reps: int) -> float:
-    """Seconds per call of ``fn`` (synchronised on a GPU), after one warm-up call."""
-    fn()
-    if device != "cpu":
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    if device != "cpu":
-        torch.cuda.synchronize()
-    return (time.perf_counter() - start) / reps
 
 
 def objective(device: str):

@@ -1,0 +1,97 @@
+"""Where one DLG restart's time goes on one CPU thread: the objective against the plain evaluation, and L-BFGS.
+
+DLG (Zhu et al., NeurIPS 2019) on its LeNet, a bundled digit, batch 1, the case of
+``benchmarks/inversion_batching.py``. Prints, per evaluation:
+
+* ``plain``: the plain gradient-matching evaluation (that benchmark's bound: the model's own
+  forward, weight gradient with a graph, distance, backward to the image);
+* ``search objective``: the same evaluation as one restart's search runs it (the method's
+  objective through the simulated local work, backward to the image and label logits only);
+* ``search``: a whole DLG restart (``invert``, ``--steps`` L-BFGS steps) over its evaluations;
+
+and, from ``cProfile`` of one such restart, the seconds per evaluation inside autograd's
+backward and inside torch's L-BFGS step itself (its two-loop recursion and line search, the
+objective excluded).
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/probes/dlg_overhead.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from inversion_batching import setup
+
+from vispriv.harness import torch_threads
+from vispriv.plugins.federated.deep.adaptive import DefenseKnowledge
+from vispriv.plugins.federated.deep.inversion import InversionSettings, _candidate_loss, invert
+from vispriv.plugins.federated.deep.local import autograd_gradient, trainable
+
+
+def per_call(fn, reps: int) -> float:
+    """Median seconds of ``fn`` over ``reps`` calls after 5 warm-up calls."""
+    for _ in range(5):
+        fn()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=8, help="L-BFGS steps of the profiled restart")
+    parser.add_argument("--reps", type=int, default=60)
+    args = parser.parse_args()
+    with torch_threads(1):
+        x, _, n_classes, model, work, target, plain, _ = setup("dlg-lenet", "cpu")
+        settings = InversionSettings(method="dlg", steps=args.steps, restarts=1)
+        loss = _candidate_loss(model, target, work, None, settings, "cpu", DefenseKnowledge(), autograd_gradient(True))
+        leaves = {k: p.detach().requires_grad_(True) for k, p in trainable(model).items()}
+        xs = torch.rand(*x.shape).requires_grad_(True)
+        zs = torch.randn(1, n_classes).requires_grad_(True)
+
+        def objective() -> None:
+            loss(leaves, xs, zs, None).backward(inputs=[xs, zs])
+            xs.grad = zs.grad = None
+
+        shape = tuple(x.shape[1:])
+        invert(model, target, 1, shape, n_classes, settings, seed=0, work=work)  # first-call costs
+        start = time.perf_counter()
+        run = invert(model, target, 1, shape, n_classes, settings, seed=0, work=work)
+        search = (time.perf_counter() - start) / run.evaluations
+        profile = cProfile.Profile()
+        profile.enable()
+        profiled = invert(model, target, 1, shape, n_classes, settings, seed=0, work=work)
+        profile.disable()
+        stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+        backward = sum(v[2] for k, v in stats.items() if "run_backward" in k[2])
+        lbfgs_own = sum(v[2] for k, v in stats.items() if k[0].endswith("optim/lbfgs.py") and k[2] == "step")
+        ops = sum(v[2] for k, v in stats.items() if k[2] in ("<method 'add_' of 'torch._C.TensorBase' objects>",
+                                                              "<method 'dot' of 'torch._C.TensorBase' objects>"))
+        rows = [("plain", per_call(plain, args.reps)), ("search objective", per_call(objective, args.reps)),
+                ("search", search)]
+    print(f"torch {torch.__version__}; DLG LeNet, one CPU thread; {run.evaluations} evaluations in {args.steps} steps")
+    print("\n| per evaluation | ms | / plain |")
+    print("|---|---|---|")
+    for name, seconds in rows:
+        print(f"| {name} | {seconds * 1e3:.2f} | {seconds / rows[0][1]:.2f} |")
+    n = profiled.evaluations
+    print(f"\ncProfile of one restart ({n} evaluations; profiled times run slower): autograd backward "
+          f"{backward / n * 1e3:.2f} ms, torch's L-BFGS step's own code {lbfgs_own / n * 1e3:.2f} ms and its "
+          f"dot/add_ operations {ops / n * 1e3:.2f} ms per evaluation")
+
+
+if __name__ == "__main__":
+    main()
