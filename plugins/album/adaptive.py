@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from vispriv.plugins.album.payloads import GeoModels, linear_log_probs
-from vispriv.plugins.album.protocol import fixed_photos, prune
+from vispriv.plugins.album.protocol import UNPROVEN_STATUSES, fixed_photos, prune
 
 PILOT_ALBUMS = 32
 
@@ -51,11 +51,42 @@ class TrainingAlbums:
 
 @dataclass
 class Pruned:
-    """The attacker's albums after the protocol ran on them: the kept photo indices of each."""
+    """The attacker's albums after the protocol ran on them: the kept photo indices of each.
+
+    ``unproven_fraction``: the share of albums whose exact solve stopped at a limit (its best
+    mask kept, as the defense keeps it); 0 for the heuristic modes.
+    """
 
     kept: list[np.ndarray]
     places: np.ndarray
     kept_fraction: float
+    unproven_fraction: float = 0.0
+
+
+@dataclass(frozen=True)
+class SolveCaps:
+    """The attacker's own caps on each of its solves: they lower the release's limits, never raise them.
+
+    ``node_limit`` (the ``fast`` budget search's branch-and-bound nodes) and
+    ``deterministic_limit`` (CP-SAT's deterministic seconds) stop a solve at the same point
+    on every machine, so what the attacker learns does not depend on the machine's load;
+    ``time_limit`` (wall-clock seconds, ``None``: the release's own) is the only cap for the
+    methods without a work measure (the HiGHS MILPs) and, when set, can make the outcome
+    depend on load. ``None`` leaves the release's limit as it is.
+    """
+
+    node_limit: int | None = None
+    deterministic_limit: float | None = None
+    time_limit: float | None = None
+
+    def apply(self, protocol: dict[str, Any]) -> dict[str, Any]:
+        """``protocol`` with each limit lowered to the cap (the smaller of the two; ``None`` is no limit)."""
+        out = dict(protocol)
+        for key, cap in (("node_limit", self.node_limit), ("deterministic_limit", self.deterministic_limit),
+                         ("time_limit", self.time_limit)):
+            own = protocol.get(key)
+            out[key] = cap if own is None else own if cap is None else type(cap)(min(own, cap))
+        return out
 
 
 def draw_albums(places: np.ndarray, sizes: np.ndarray, n_places: int, rng: np.random.Generator) -> TrainingAlbums:
@@ -72,27 +103,28 @@ def protocol_scores(models: GeoModels, features: np.ndarray, protocol: dict[str,
     return models.log_probs(features, protocol["scores_from"])
 
 
-def prune_albums(
-    albums: TrainingAlbums, models: GeoModels, protocol: dict[str, Any], solve_time_limit: float
-) -> Pruned:
-    """Run the release's protocol on the attacker's albums (the MILP limit capped at ``solve_time_limit``).
+def prune_albums(albums: TrainingAlbums, models: GeoModels, protocol: dict[str, Any], caps: SolveCaps) -> Pruned:
+    """Run the release's protocol on the attacker's albums, its limits lowered to the attacker's ``caps``.
 
-    An album the protocol cannot protect is kept whole, as the defense releases it.
+    An album the protocol cannot protect is kept whole, as the defense releases it; one whose
+    exact solve stops at a limit keeps its best mask, as the defense's does, and is counted in
+    :attr:`Pruned.unproven_fraction`.
     """
-    limit = protocol["time_limit"]
-    settings = {**protocol, "time_limit": solve_time_limit if limit is None else min(float(limit), solve_time_limit)}
-    kept, total, n_kept = [], 0, 0
+    settings = caps.apply(protocol)
+    exact = settings["mode"].startswith("milp")
+    kept, total, n_kept, unproven = [], 0, 0, 0
     for idx, t in zip(albums.photos, albums.places):
         S = protocol_scores(models, models.adversary_photos[idx], settings)
         result = prune(S, int(t), settings, fixed_photos(S, int(t), settings["keep_rank"]))
         keep = result.keep if result.keep is not None else np.ones(len(idx), dtype=bool)
         kept.append(idx[keep])
         total, n_kept = total + len(idx), n_kept + int(keep.sum())
-    return Pruned(kept, albums.places, n_kept / max(total, 1))
+        unproven += int(exact and result.status in UNPROVEN_STATUSES)
+    return Pruned(kept, albums.places, n_kept / max(total, 1), unproven / max(len(albums.photos), 1))
 
 
 def matched_sizes(
-    kept_sizes: np.ndarray, n: int, models: GeoModels, protocol: dict[str, Any], solve_time_limit: float, rng: np.random.Generator
+    kept_sizes: np.ndarray, n: int, models: GeoModels, protocol: dict[str, Any], caps: SolveCaps, rng: np.random.Generator
 ) -> tuple[np.ndarray, float]:
     """``n`` original album sizes whose pruned sizes match the released ``kept_sizes`` on average.
 
@@ -101,7 +133,7 @@ def matched_sizes(
     """
     pilot_sizes = np.maximum(rng.choice(kept_sizes, size=PILOT_ALBUMS), 2)
     pilot = draw_albums(models.adversary_places, pilot_sizes, models.n_places, rng)
-    q = max(prune_albums(pilot, models, protocol, solve_time_limit).kept_fraction, 1e-3)
+    q = max(prune_albums(pilot, models, protocol, caps).kept_fraction, 1e-3)
     return np.maximum(np.round(rng.choice(kept_sizes, size=n) / q), 2).astype(np.int64), q
 
 

@@ -26,6 +26,8 @@ PROTOCOL_KEYS = (
 )
 #: Modes that delete to a top-k guarantee (problem 3); the others work to a budget (problem 4).
 TOPK_MODES = frozenset({"greedy", "top1-exact", "milp-topk"})
+#: Statuses of an exact solve stopped at a limit (with its best mask, or none): not proven optimal.
+UNPROVEN_STATUSES = ("feasible", "unknown")
 
 
 def public_protocol(defense: str, settings: dict[str, Any] | None) -> dict[str, Any]:

@@ -8,7 +8,9 @@ release (:attr:`KeptAlbums.protocol`: mode, k, budget, theta, scores_from, keep_
 solver's; never a user's scores or deletion mask), builds ``n_train_albums`` albums from
 its own labelled photos (:attr:`GeoModels.adversary_photos`), prunes them with the same
 algorithm and settings (:func:`vispriv.plugins.album.protocol.prune`, the code the defense
-runs), and learns from them (:mod:`vispriv.plugins.album.adaptive`) which base rank the
+runs; each solve's limits lowered to the attacker's own caps, work caps by default, so that
+what it learns is the same on every machine; ``own_unproven_share`` counts its albums a cap
+stopped), and learns from them (:mod:`vispriv.plugins.album.adaptive`) which base rank the
 true place ends up at after pruning -- a top-k guarantee met with the fewest deletions
 leaves it just below the top-k -- and re-ranks every released album by it.
 
@@ -57,12 +59,20 @@ class AdaptiveGeolocator(Attack):
         model: Literal["auto", "adversary", "proxy", "refit"] = "auto"
         n_train_albums: int = Field(128, ge=4, description="albums the attacker builds and prunes")
         album_size: int | None = Field(None, ge=2, description="size of its albums; default: matched to the release")
-        solve_time_limit: float = Field(1.0, gt=0, description="cap on the MILP seconds per own album")
+        solve_node_limit: int | None = Field(
+            100_000, ge=1, description="cap on the fast budget search's branch-and-bound nodes per own album (null: the release's)"
+        )
+        solve_deterministic_limit: float | None = Field(
+            1.0, gt=0, description="cap on CP-SAT's deterministic seconds per own album (null: the release's)"
+        )
+        solve_time_limit: float | None = Field(
+            None, gt=0, description="cap on the wall-clock seconds per own album (null: the release's; makes results load-dependent)"
+        )
         held_out: bool = Field(True, description="simulate with a classifier that never saw the album photos (cross-fit)")
         epochs: int = Field(8, ge=1, description="epochs of the held-out and refit classifiers")
 
     name = "adaptive-geolocator"
-    version = "1.0"
+    version = "1.1"
     scenario = "album-sharing"
     consumes = (KeptAlbums,)
     produces = (Rankings,)
@@ -125,6 +135,7 @@ class AdaptiveGeolocator(Attack):
         ``adversary`` is the attacker's full classifier (``weight``/``bias`` returned here).
         """
         cfg, protocol = self.config, release.protocol
+        caps = adaptive.SolveCaps(cfg.solve_node_limit, cfg.solve_deterministic_limit, cfg.solve_time_limit)
         full = models
         models = self.simulation(models, ctx)
         sizes = np.diff(release.offsets)
@@ -134,11 +145,11 @@ class AdaptiveGeolocator(Attack):
             rng = ctx.rng("adaptive-albums")
             n = cfg.n_train_albums
             if cfg.album_size is None:
-                own_sizes, q = adaptive.matched_sizes(kept_sizes, n, models, protocol, cfg.solve_time_limit, rng)
+                own_sizes, q = adaptive.matched_sizes(kept_sizes, n, models, protocol, caps, rng)
             else:
                 own_sizes, q = np.full(n, cfg.album_size), 1.0
             albums = adaptive.draw_albums(models.adversary_places, own_sizes, models.n_places, rng)
-            pruned = adaptive.prune_albums(albums, models, protocol, cfg.solve_time_limit)
+            pruned = adaptive.prune_albums(albums, models, protocol, caps)
             candidates, evaluated = self._candidates(models, pruned, ctx)
             margins = tuple(sorted({0.0, float(protocol["theta"])}))
             choice = adaptive.choose(candidates, evaluated, models.adversary_photos, models.n_places, margins)
@@ -154,6 +165,7 @@ class AdaptiveGeolocator(Attack):
                 "margin": np.array([choice.margin]),
                 "validation": np.array([choice.validation]),
                 "kept_fraction": np.array([pruned.kept_fraction]),
+                "unproven": np.array([pruned.unproven_fraction]),
                 "size_factor": np.array([q]),
             }
 
@@ -182,6 +194,7 @@ class AdaptiveGeolocator(Attack):
             margin = float(learned["margin"][0])
             metrics.update(
                 own_kept_fraction=float(learned["kept_fraction"][0]),
+                own_unproven_share=float(learned["unproven"][0]),
                 own_size_factor=float(learned["size_factor"][0]),
                 first_base_rank=float(order[0] + 1),
                 own_validation=float(learned["validation"][0]),

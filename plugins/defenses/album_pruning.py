@@ -42,7 +42,7 @@ from vispriv.harness import CellContext, Defense, Labels, PluginConfig, Protecte
 from vispriv.harness.artifacts import KEPT_MASKS, kept_masks_csv
 from vispriv.harness.errors import InputError
 from vispriv.plugins.album.payloads import Albums, GeoModels, KeptAlbums
-from vispriv.plugins.album.protocol import TOPK_MODES, fixed_photos, prune, public_protocol
+from vispriv.plugins.album.protocol import TOPK_MODES, UNPROVEN_STATUSES, fixed_photos, prune, public_protocol
 from vispriv.plugins.album.pruning import advantage, check_k, check_scores, protected_k
 
 SCENARIO = "album-sharing"
@@ -162,7 +162,7 @@ class AlbumPruning(Defense):
             seconds.append(result.seconds)
             own_pk.append(protected_k(A, keep))
         statuses_arr = np.array(statuses)
-        unproven = int(np.isin(statuses_arr, ("feasible", "unknown")).sum())
+        unproven = int(np.isin(statuses_arr, UNPROVEN_STATUSES).sum())
         if unproven and cfg.mode.startswith("milp"):
             warnings.warn(
                 f"album-pruning {cfg.mode} ({cfg.formulation}): {unproven} of {len(statuses)} albums not proven optimal "
@@ -176,7 +176,7 @@ class AlbumPruning(Defense):
             "solve_seconds_median": float(np.median(seconds)),
             "optimal_share": float(np.mean(statuses_arr == "optimal")),
             "infeasible_share": float(np.mean(statuses_arr == "infeasible")),
-            "unproven_share": float(np.mean(np.isin(statuses_arr, ("feasible", "unknown")))),
+            "unproven_share": float(np.mean(np.isin(statuses_arr, UNPROVEN_STATUSES))),
             "defender_protected_k": float(np.mean(own_pk)),
         }
         directions = {

@@ -234,3 +234,38 @@ def test_black_box_margin_is_learned_from_the_protocol(world, ctx):
     # it ranks with the defender's public proxy and theta: the truth is the place beaten by exactly k places by theta per photo
     assert (result.metrics["base_model"], result.metrics["margin"], result.metrics["first_base_rank"]) == (1.0, 0.6, 3.0)
     assert plain["top1_accuracy"] == 0.0 and adapted["top1_accuracy"] >= 0.5
+
+
+def test_attackers_caps_lower_the_release_limits_never_raise_them():
+    release = {"mode": "milp-budget", "node_limit": 50, "deterministic_limit": None, "time_limit": 7.0}
+    caps = adaptive.SolveCaps(node_limit=100, deterministic_limit=0.5, time_limit=3.0)
+    assert caps.apply(release) == {"mode": "milp-budget", "node_limit": 50, "deterministic_limit": 0.5, "time_limit": 3.0}
+    assert adaptive.SolveCaps(node_limit=100).apply({**release, "node_limit": None})["node_limit"] == 100
+    assert adaptive.SolveCaps(node_limit=50).apply(release)["node_limit"] == 50  # a tie is the same limit
+    assert isinstance(adaptive.SolveCaps(node_limit=100).apply({**release, "node_limit": 70.0})["node_limit"], int)
+    assert adaptive.SolveCaps().apply(release) == release  # no cap: the release's limits as they are
+    assert adaptive.SolveCaps(time_limit=9.0).apply(release)["time_limit"] == 7.0
+
+
+def test_attackers_work_cap_stops_its_solves_and_says_so(world):
+    """A work cap that binds leaves the album unproven (counted); heuristic modes are never counted."""
+    _, models = world
+    albums = adaptive.draw_albums(models.adversary_places, np.full(8, 10), M, np.random.default_rng(1))
+    protocol = {"defense": "album-pruning", "mode": "milp-budget", "k": 1, "budget": 0.3, "formulation": "cpsat",
+                "solver": "HIGHS", "time_limit": None, "node_limit": None, "deterministic_limit": None, "theta": 0.0,
+                "scores_from": "adversary", "keep_rank": None}
+    assert adaptive.prune_albums(albums, models, protocol, adaptive.SolveCaps()).unproven_fraction == 0.0
+    stopped = adaptive.prune_albums(albums, models, protocol, adaptive.SolveCaps(deterministic_limit=1e-9))
+    assert stopped.unproven_fraction == 1.0
+    greedy = adaptive.prune_albums(albums, models, {**protocol, "mode": "greedy-budget"}, adaptive.SolveCaps(deterministic_limit=1e-9))
+    assert greedy.unproven_fraction == 0.0
+
+
+def test_attacker_reports_its_unproven_albums(world, ctx):
+    albums, models = world
+    protected = AlbumPruning(AlbumPruning.Config(mode="milp-budget", budget=0.25, formulation="cpsat", scores_from="adversary")).protect(
+        albums, models, ctx
+    )
+    capped = _attack({"n_train_albums": 8, "solve_deterministic_limit": 1e-9}, protected, models, ctx)
+    assert capped.metrics["own_unproven_share"] == 1.0
+    assert _attack({"n_train_albums": 8}, protected, models, ctx).metrics["own_unproven_share"] == 0.0
