@@ -21,10 +21,12 @@ Two formulations of each problem, both exact:
   bound over deletion sets (:mod:`vispriv.plugins.album.budget_search`) when many can.
   Every row and bound is implied by the original problem, so the optimum is exact.
 
-The solver is any cvxpy MILP solver (``HIGHS`` by default); the time limit and a zero
-MIP gap are passed to HiGHS. ``time_limit=None`` sets no wall-clock limit (the solve
-runs until proven, or, for the budget's branch and bound, until its node limit: a stop
-that falls after the same nodes on every machine, whatever its load).
+The solver is any cvxpy MILP solver (``HIGHS`` by default); the time limit, the node limit
+(what is left of the album's, :class:`~vispriv.plugins.album.solver.NodeBudget`) and a zero
+MIP gap are passed to HiGHS. ``time_limit=None`` sets no wall-clock limit: the solve runs
+until proven or until its node limit -- the HiGHS nodes of its MILPs, and the budget
+branch and bound's own -- a stop that falls after the same nodes on every machine,
+whatever its load.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import numpy as np
 
 from vispriv.plugins.album.budget_search import NODE_LIMIT, branch_and_bound, conflict_groups
 from vispriv.plugins.album.pruning import PruneResult, caps, greedy_budget, keep_mask_or_none, protected_k
-from vispriv.plugins.album.solver import solver_options
+from vispriv.plugins.album.solver import NodeBudget, solver_options
 from vispriv.plugins.album.surrogate import (
     LP_CHUNK,
     LP_TOLERANCE,
@@ -59,15 +61,23 @@ PLACE_STARTS = 8
 #: fast_budget runs the descending search first up to this many candidate places, else branch and bound.
 DESCEND_PLACES = 16
 
-def _solve(problem: cp.Problem, solver: str, time_limit: float | None) -> str:
-    """Solve and map cvxpy's status to ``optimal`` / ``feasible`` / ``infeasible`` / ``unknown``."""
-    opts = solver_options(solver, time_limit)
+def _solve(problem: cp.Problem, solver: str, time_limit: float | None, nodes: NodeBudget | None = None) -> str:
+    """Solve and map cvxpy's status to ``optimal`` / ``feasible`` / ``infeasible`` / ``unknown``.
+
+    ``nodes``: the album's HiGHS node budget; the solve gets what is left of it and is charged
+    what it explored (``unknown`` without solving when nothing is left).
+    """
+    nodes = nodes or NodeBudget()
+    if nodes.exhausted():
+        return "unknown"
+    opts = solver_options(solver, time_limit, nodes.left())
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             problem.solve(solver=solver, **opts)
     except cp.error.SolverError:
         return "unknown"
+    nodes.charge(problem.solver_stats.extra_stats if problem.solver_stats is not None else None)
     status = problem.status
     if status == cp.OPTIMAL:
         return "optimal"
@@ -111,30 +121,36 @@ def _naive_model(A: np.ndarray, fixed: np.ndarray):
     return z, h, cons
 
 
-def naive_topk(A: np.ndarray, k: int, fixed=None, solver: str = "HIGHS", time_limit: float | None = 60.0) -> PruneResult:
-    """Problem (6) with the supplement-C linearisation over all places."""
+def naive_topk(
+    A: np.ndarray, k: int, fixed=None, solver: str = "HIGHS", time_limit: float | None = 60.0, node_limit: int | None = None
+) -> PruneResult:
+    """Problem (6) with the supplement-C linearisation over all places (``node_limit``: HiGHS nodes)."""
     fixed = keep_mask_or_none(fixed, len(A))
     start = time.perf_counter()
+    nodes = NodeBudget(node_limit)
     z, h, cons = _naive_model(A, fixed)
     problem = cp.Problem(cp.Maximize(cp.sum(z)), [*cons, cp.sum(h) >= k])
-    status = _solve(problem, solver, time_limit)
+    status = _solve(problem, solver, time_limit, nodes)
     keep = _keep_from(z, fixed, np.arange(len(A))) if status in ("optimal", "feasible") else None
     if keep is not None and protected_k(A, keep) < k:
         keep, status = None, "unknown"
-    return PruneResult(keep, status, time.perf_counter() - start)
+    return PruneResult(keep, status, time.perf_counter() - start, float(nodes.spent))
 
 
-def naive_budget(A: np.ndarray, d: int, fixed=None, solver: str = "HIGHS", time_limit: float | None = 60.0) -> PruneResult:
-    """Problem (7) with the supplement-C linearisation over all places."""
+def naive_budget(
+    A: np.ndarray, d: int, fixed=None, solver: str = "HIGHS", time_limit: float | None = 60.0, node_limit: int | None = None
+) -> PruneResult:
+    """Problem (7) with the supplement-C linearisation over all places (``node_limit``: HiGHS nodes)."""
     fixed = keep_mask_or_none(fixed, len(A))
     start = time.perf_counter()
+    nodes = NodeBudget(node_limit)
     z, h, cons = _naive_model(A, fixed)
     problem = cp.Problem(cp.Maximize(cp.sum(h)), [*cons, cp.sum(1 - z) <= d])
-    status = _solve(problem, solver, time_limit)
+    status = _solve(problem, solver, time_limit, nodes)
     keep = _keep_from(z, fixed, np.arange(len(A))) if status in ("optimal", "feasible") else None
     if keep is not None and (~keep).sum() > d:
         keep, status = None, "unknown"
-    return PruneResult(keep, status, time.perf_counter() - start)
+    return PruneResult(keep, status, time.perf_counter() - start, float(nodes.spent))
 
 
 # -- fast (this package) --------------------------------------------------------------------
@@ -218,13 +234,14 @@ def _clique_model(Af: np.ndarray, base: np.ndarray, places: np.ndarray, t_free: 
 
 
 def _check_level(
-    A: np.ndarray, k: int, fixed: np.ndarray, T: int, c: np.ndarray, solver: str, deadline: float, at_least: bool = False
+    A: np.ndarray, k: int, fixed: np.ndarray, T: int, c: np.ndarray, solver: str, deadline: float, at_least: bool = False,
+    nodes: NodeBudget | None = None,
 ) -> tuple[str, np.ndarray | None]:
     """Is there a keep mask with exactly ``T`` photos (``T`` or more with ``at_least``) and
     ``k`` places beating the true one?
 
     Returns ``("feasible", keep)``, ``("infeasible", None)`` (proven) or ``("unknown", None)``
-    (time limit or solver failure). The surrogate filters of :mod:`vispriv.plugins.album.surrogate`
+    (time or node limit, or solver failure; ``nodes``: the album's HiGHS node budget). The surrogate filters of :mod:`vispriv.plugins.album.surrogate`
     run first (the LP bound for at most :data:`LP_SET_LIMIT` sets); only sets of places
     they cannot refute reach a MILP: one small MILP for each of the first
     :data:`CLIQUE_MILP_LIMIT` (most promising first, see :func:`_unrefuted_sets`), then one
@@ -247,7 +264,7 @@ def _check_level(
         return "feasible", keep
 
     def run(model: tuple) -> tuple[str, np.ndarray | None]:
-        return _run_model(model, A, k, fixed, free, T, solver, deadline, at_least)
+        return _run_model(model, A, k, fixed, free, T, solver, deadline, at_least, nodes)
 
     def union(places: np.ndarray):
         pos = np.searchsorted(J, places)
@@ -296,11 +313,12 @@ def _unrefuted_sets(A: np.ndarray, fixed: np.ndarray, J: np.ndarray, cliques: li
 
 
 def _run_model(
-    model: tuple, A: np.ndarray, k: int, fixed: np.ndarray, free: np.ndarray, T: int, solver: str, deadline: float, at_least: bool = False
+    model: tuple, A: np.ndarray, k: int, fixed: np.ndarray, free: np.ndarray, T: int, solver: str, deadline: float,
+    at_least: bool = False, nodes: NodeBudget | None = None,
 ) -> tuple[str, np.ndarray | None]:
     """Solve one feasibility model: a verified solution, ``infeasible``, or ``unknown``."""
     problem, z = model
-    status = _solve(problem, solver, deadline - time.perf_counter())
+    status = _solve(problem, solver, deadline - time.perf_counter(), nodes)
     if status == "optimal":
         keep = _keep_from(z, fixed, free)
         kept_ok = keep.sum() >= T if at_least else keep.sum() == T
@@ -311,33 +329,37 @@ def _run_model(
 
 
 def fast_topk(
-    A: np.ndarray, k: int, fixed=None, solver: str = "HIGHS", time_limit: float | None = 60.0, warm: np.ndarray | None = None
+    A: np.ndarray, k: int, fixed=None, solver: str = "HIGHS", time_limit: float | None = 60.0, warm: np.ndarray | None = None,
+    node_limit: int | None = None,
 ) -> PruneResult:
     """Exact minimum deletions for a top-k guarantee (3) by descending-cardinality search
-    (``time_limit=None``: no wall-clock limit)."""
+    (``time_limit=None``: no wall-clock limit; ``node_limit``: HiGHS branch-and-bound nodes
+    over all the album's MILPs, a stop at the same point on every machine, reported in
+    ``work``; ``None``: none)."""
     fixed = keep_mask_or_none(fixed, len(A))
     start = time.perf_counter()
     deadline = _deadline(start, time_limit)
+    nodes = NodeBudget(node_limit)
     c = caps(A, fixed)
     upper = int(np.sort(c)[::-1][k - 1])
     best = heuristic_topk(A, k, fixed, [warm] if warm is not None else [])
     lower = int(best.sum()) if best is not None else int(fixed.sum()) - 1
     proven = True
     for T in range(upper, lower, -1):
-        if time.perf_counter() >= deadline:
+        if time.perf_counter() >= deadline or nodes.exhausted():
             proven = False
             break
-        status, keep = _check_level(A, k, fixed, T, c, solver, deadline)
+        status, keep = _check_level(A, k, fixed, T, c, solver, deadline, nodes=nodes)
         if status == "feasible":
             best = keep
             break
         if status == "unknown":
             proven = False
             break
-    seconds = time.perf_counter() - start
+    seconds, work = time.perf_counter() - start, float(nodes.spent)
     if best is None:
-        return PruneResult(None, "infeasible" if proven else "unknown", seconds)
-    return PruneResult(best, "optimal" if proven else "feasible", seconds)
+        return PruneResult(None, "infeasible" if proven else "unknown", seconds, work)
+    return PruneResult(best, "optimal" if proven else "feasible", seconds, work)
 
 
 def _deadline(start: float, time_limit: float | None) -> float:
@@ -398,14 +420,19 @@ def heuristic_budget(A: np.ndarray, d: int, fixed: np.ndarray, starts: list[np.n
     return best
 
 
-def _descend_budget(A: np.ndarray, d: int, fixed: np.ndarray, c: np.ndarray, best: np.ndarray, solver: str, deadline: float) -> tuple[np.ndarray, bool]:
+def _descend_budget(
+    A: np.ndarray, d: int, fixed: np.ndarray, c: np.ndarray, best: np.ndarray, solver: str, deadline: float,
+    nodes: NodeBudget | None = None,
+) -> tuple[np.ndarray, bool]:
     """Descending search over the objective: for ``k`` from the number of places with
-    ``c_j >= N - d`` down, "``N - d`` photos or more kept, ``k`` places beating"."""
+    ``c_j >= N - d`` down, "``N - d`` photos or more kept, ``k`` places beating" (its MILPs
+    charged to ``nodes``)."""
+    nodes = nodes or NodeBudget()
     t_min = len(A) - d
     for k in range(int(np.sum(c >= t_min)), protected_k(A, best), -1):
-        if time.perf_counter() >= deadline:
+        if time.perf_counter() >= deadline or nodes.exhausted():
             return best, False
-        status, keep = _check_level(A, k, fixed, t_min, c, solver, deadline, at_least=True)
+        status, keep = _check_level(A, k, fixed, t_min, c, solver, deadline, at_least=True, nodes=nodes)
         if status == "feasible":
             return keep, True
         if status == "unknown":
@@ -473,9 +500,11 @@ def fast_budget(
       bound needs no LP.
 
     ``node_limit`` (``None``: the defaults below) caps the branch and bound's nodes
-    wherever it runs; a search it stops is final (the descending search is not tried
-    after it), so with ``time_limit=None`` the result -- mask, status and ``work``, the
-    nodes expanded -- is the same on every machine, whatever its load. Without it: if the
+    wherever it runs, and, separately, the HiGHS nodes of the descending search's MILPs
+    (:class:`~vispriv.plugins.album.solver.NodeBudget`); a branch and bound it stops is final
+    (the descending search is not tried after it), so with ``time_limit=None`` the result --
+    mask, status and ``work``, the nodes of both -- is the same on every machine, whatever
+    its load. Without it: if the
     descending search runs first and stops unproven (time limit, solver failure), the
     branch and bound gets the time left, and at most
     :data:`vispriv.plugins.album.budget_search.NODE_LIMIT` nodes. Run first (many
@@ -493,17 +522,19 @@ def fast_budget(
     best = heuristic_budget(A, d, fixed, [np.ones(len(A), dtype=bool), greedy, warm])
     proven = protected_k(A, best) >= int(np.sum(c >= len(A) - d))
     stats: dict[str, int] = {}
+    nodes = NodeBudget(node_limit)
     later_limit = NODE_LIMIT if node_limit is None else node_limit
     searches = [
-        lambda keep: _descend_budget(A, d, fixed, c, keep, solver, deadline),
+        lambda keep: _descend_budget(A, d, fixed, c, keep, solver, deadline, nodes),
         lambda keep: _search_budget(A, d, fixed, c, keep, deadline, later_limit, stats),
     ]
     if np.sum(c >= len(A) - d) > descend_places:
         searches = [lambda keep: _search_budget(A, d, fixed, c, keep, deadline, node_limit, stats)]
         if node_limit is None:
-            searches.append(lambda keep: _descend_budget(A, d, fixed, c, keep, solver, deadline))
+            searches.append(lambda keep: _descend_budget(A, d, fixed, c, keep, solver, deadline, nodes))
     for search in searches:
         if proven or time.perf_counter() >= deadline:
             break
         best, proven = search(best)
-    return PruneResult(best, "optimal" if proven else "feasible", time.perf_counter() - start, float(stats.get("nodes", 0)))
+    work = float(stats.get("nodes", 0) + nodes.spent)
+    return PruneResult(best, "optimal" if proven else "feasible", time.perf_counter() - start, work)

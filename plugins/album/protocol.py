@@ -80,12 +80,12 @@ def prune(S: np.ndarray, t: int, protocol: dict[str, Any], fixed: np.ndarray) ->
         result = cpsat.solve_topk(A, k, fixed, time_limit=time_limit, deterministic_limit=deterministic)
     elif mode == "milp-topk":
         solve = milp.fast_topk if protocol["formulation"] == "fast" else milp.naive_topk
-        result = solve(A, k, fixed, solver=solver, time_limit=time_limit)
+        result = solve(A, k, fixed, solver=solver, time_limit=time_limit, node_limit=node_limit)
     elif protocol["formulation"] == "cpsat":
         result = cpsat.solve_budget(A, d, S[:, t], fixed, time_limit=time_limit, deterministic_limit=deterministic)
     elif protocol["formulation"] == "fast":
         result = milp.fast_budget(A, d, S[:, t], fixed, solver=solver, time_limit=time_limit, node_limit=node_limit)
     else:
-        result = milp.naive_budget(A, d, fixed, solver=solver, time_limit=time_limit)
+        result = milp.naive_budget(A, d, fixed, solver=solver, time_limit=time_limit, node_limit=node_limit)
     result.seconds = time.perf_counter() - start
     return result

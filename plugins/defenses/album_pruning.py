@@ -10,8 +10,9 @@ behind exact filters, and a branch and bound for the budget), the paper's ``naiv
 within its limits keeps its best mask found, counted in ``unproven_share`` (not in
 ``optimal_share``), and the cell warns. The limits: ``time_limit`` (wall clock, per
 album; ``null``: none), and the work limits whose stop falls at the same point on every
-machine -- ``node_limit`` (the ``fast`` budget search's branch-and-bound nodes) and
-``deterministic_limit`` (CP-SAT's deterministic seconds). With ``time_limit: null`` a
+machine -- ``node_limit`` (branch-and-bound nodes: the ``fast`` budget search's own, and
+HiGHS's over the album's MILPs, for ``fast`` and ``naive``) and ``deterministic_limit``
+(CP-SAT's deterministic seconds). With ``time_limit: null`` a
 cell's masks and ``optimal_share`` do not depend on the machine or its load. Scores come from the defender's proxy
 classifier with the black-box margin ``theta`` (eq. 8) added to the true place, or from
 the adversary's own model (``scores_from: adversary``, the white-box setting).
@@ -88,7 +89,7 @@ IGNORED_BY_MODE: dict[str, frozenset[str]] = {
     "greedy": _SOLVER | {"budget"},
     "greedy-budget": _SOLVER,
     "top1-exact": _SOLVER | {"budget"},
-    "milp-topk": frozenset({"budget", "node_limit"}),
+    "milp-topk": frozenset({"budget"}),
     "milp-budget": frozenset(),
 }
 
@@ -96,8 +97,9 @@ IGNORED_BY_MODE: dict[str, frozenset[str]] = {
 def _limits_text(cfg) -> str:
     """The limits a cell's solves ran under, for its warning."""
     parts = [f"time_limit {'none' if cfg.time_limit is None else f'{cfg.time_limit:g} s'}"]
-    if cfg.formulation == "fast" and cfg.mode == "milp-budget":
-        parts.append(f"node_limit {cfg.node_limit if cfg.node_limit is not None else 'default'}")
+    if cfg.formulation != "cpsat":
+        default = "default" if cfg.formulation == "fast" and cfg.mode == "milp-budget" else "none"
+        parts.append(f"node_limit {cfg.node_limit if cfg.node_limit is not None else default}")
     if cfg.formulation == "cpsat":
         parts.append(f"deterministic_limit {cfg.deterministic_limit if cfg.deterministic_limit is not None else 'none'}")
     return ", ".join(parts)
@@ -114,7 +116,8 @@ class AlbumPruning(Defense):
         solver: str = "HIGHS"
         time_limit: float | None = Field(60.0, gt=0, description="wall-clock seconds per album for the MILP modes (null: none)")
         node_limit: int | None = Field(
-            None, ge=1, description="branch-and-bound nodes per album, milp-budget with formulation fast (null: the defaults)"
+            None, ge=1, description="branch-and-bound nodes per album: the fast budget search's own, and HiGHS's over the "
+            "album's MILPs (formulations fast and naive; null: the defaults)"
         )
         deterministic_limit: float | None = Field(
             None, gt=0, description="CP-SAT deterministic seconds per album, formulation cpsat (null: none)"
@@ -126,12 +129,12 @@ class AlbumPruning(Defense):
         def ignored_fields(self) -> frozenset[str]:
             """The settings ``mode`` does not read (the solver's in the greedy and exact modes, the budget in
             the top-k ones), and the work limit of the formulations not chosen."""
-            other = frozenset({"node_limit"} if self.formulation != "fast" else set())
+            other = frozenset({"node_limit"} if self.formulation == "cpsat" else set())
             other |= frozenset({"deterministic_limit"} if self.formulation != "cpsat" else set())
             return IGNORED_BY_MODE[self.mode] | other
 
     name = "album-pruning"
-    version = "1.0"
+    version = "1.1"
     scenario = SCENARIO
     headline = ("kept_fraction",)
     consumes = (Albums,)

@@ -1,6 +1,6 @@
 """Work limits of the exact album solvers: a stop that falls at the same point on every
-machine (branch-and-bound nodes for the ``fast`` budget search, CP-SAT deterministic
-seconds), and no wall-clock stop when ``time_limit`` is ``None``."""
+machine (branch-and-bound nodes for the ``fast`` budget search and for HiGHS's MILPs, CP-SAT
+deterministic seconds), and no wall-clock stop when ``time_limit`` is ``None``."""
 
 import types
 
@@ -11,6 +11,7 @@ from vispriv.harness.labels import config_label
 from vispriv.plugins.album import budget_search, cpsat, milp
 from vispriv.plugins.album.protocol import prune, public_protocol
 from vispriv.plugins.album.pruning import advantage, brute_force_budget, protected_k
+from vispriv.plugins.album.solver import NodeBudget, solver_options
 from vispriv.plugins.defenses.album_pruning import AlbumPruning
 
 
@@ -88,15 +89,67 @@ def test_protocol_passes_the_node_limit_to_the_budget_search():
 
 
 def test_work_limits_are_left_out_of_labels_where_they_do_not_apply():
-    """``node_limit`` is read by the ``fast`` budget search only, ``deterministic_limit`` by
-    CP-SAT only; at their defaults (``None``) neither is named, so existing labels stay."""
+    """``node_limit`` is read by the ``fast`` and ``naive`` formulations (HiGHS's nodes and the
+    budget search's), ``deterministic_limit`` by CP-SAT only; at their defaults (``None``)
+    neither is named, so existing labels stay."""
     assert config_label("album-pruning", AlbumPruning.Config()) == "album-pruning"
     topk = AlbumPruning.Config(mode="milp-topk", node_limit=5, deterministic_limit=1.0)
-    assert config_label("album-pruning", topk) == "album-pruning"
+    assert config_label("album-pruning", topk) == "album-pruning(node_limit=5)"
+    greedy = AlbumPruning.Config(mode="greedy", node_limit=5, deterministic_limit=1.0)
+    assert config_label("album-pruning", greedy) == "album-pruning(mode=greedy)"
     budget = AlbumPruning.Config(mode="milp-budget", node_limit=5, deterministic_limit=1.0, time_limit=None)
     assert config_label("album-pruning", budget) == "album-pruning(mode=milp-budget,node_limit=5,time_limit=None)"
     sat = AlbumPruning.Config(mode="milp-budget", formulation="cpsat", node_limit=5, deterministic_limit=1.0)
     assert config_label("album-pruning", sat) == "album-pruning(deterministic_limit=1,formulation=cpsat,mode=milp-budget)"
+
+
+def _highs_case(formulation: str):
+    """An album whose exact top-k solve explores several HiGHS nodes (``fast``: 3 over its MILPs;
+    ``naive``: one MILP of a few dozen), with the solve and its node count."""
+    seed, k = (33, 8) if formulation == "fast" else (23, 8)
+    S, A = _album(seed, 14, 60)
+    solve = milp.fast_topk if formulation == "fast" else milp.naive_topk
+    return S, A, k, solve
+
+
+@pytest.mark.parametrize("formulation", ["fast", "naive"])
+def test_node_limit_stops_the_highs_milps_after_exactly_that_many_nodes(formulation):
+    """The album's HiGHS nodes are a work limit: unlimited, the solve proves the optimum in
+    ``W`` nodes (its ``work``); ``node_limit=W + 1`` proves the same mask in the same ``W``
+    nodes; ``W - 1`` stops unproven after exactly ``W - 1`` nodes, the same mask twice.
+    (HiGHS stops on reaching its limit before it sees the tree empty, so ``W`` itself may stop
+    unproven.)"""
+    _, A, k, solve = _highs_case(formulation)
+    full = solve(A, k, time_limit=None)
+    nodes = int(full.work)
+    assert full.status == "optimal" and nodes >= 3 and protected_k(A, full.keep) >= k
+    enough = solve(A, k, time_limit=None, node_limit=nodes + 1)
+    assert (enough.status, enough.work) == ("optimal", nodes) and np.array_equal(enough.keep, full.keep)
+    cut = [solve(A, k, time_limit=None, node_limit=nodes - 1) for _ in range(2)]
+    assert [r.status for r in cut] == ["feasible", "feasible"] and [r.work for r in cut] == [nodes - 1, nodes - 1]
+    assert np.array_equal(cut[0].keep, cut[1].keep) and protected_k(A, cut[0].keep) >= k
+
+
+def test_protocol_passes_the_node_limit_to_the_topk_milps():
+    """``node_limit`` of a ``milp-topk`` defense reaches HiGHS through the public protocol."""
+    S, A, k, solve = _highs_case("fast")
+    nodes = int(solve(A, k, time_limit=None).work)
+    config = AlbumPruning.Config(mode="milp-topk", k=k, time_limit=None, node_limit=nodes - 1)
+    result = prune(S, 0, public_protocol("album-pruning", config.model_dump()), np.zeros(len(S), dtype=bool))
+    assert (result.status, result.work) == ("feasible", nodes - 1)
+
+
+def test_node_budget_hands_each_milp_what_is_left():
+    budget = NodeBudget(10)
+    assert (budget.left(), budget.exhausted()) == (10, False)
+    budget.charge(types.SimpleNamespace(mip_node_count=7))
+    assert (budget.left(), budget.exhausted()) == (3, False)
+    budget.charge(None)  # a solver without node counts charges nothing
+    budget.charge(types.SimpleNamespace(mip_node_count=3))
+    assert (budget.left(), budget.exhausted(), budget.spent) == (0, True, 10)
+    assert NodeBudget().left() is None and not NodeBudget(None, 10**9).exhausted()
+    assert solver_options("HIGHS", None, 4)["mip_max_nodes"] == 4
+    assert "mip_max_nodes" not in solver_options("HIGHS", 5.0) and solver_options("SCIP", 5.0, 4) == {}
 
 
 @pytest.mark.parametrize("problem", ["budget", "topk"])
