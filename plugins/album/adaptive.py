@@ -67,12 +67,11 @@ class Pruned:
 class SolveCaps:
     """The attacker's own caps on each of its solves: they lower the release's limits, never raise them.
 
-    ``node_limit`` (the ``fast`` budget search's branch-and-bound nodes) and
-    ``deterministic_limit`` (CP-SAT's deterministic seconds) stop a solve at the same point
-    on every machine, so what the attacker learns does not depend on the machine's load;
-    ``time_limit`` (wall-clock seconds, ``None``: the release's own) is the only cap for the
-    methods without a work measure (the HiGHS MILPs) and, when set, can make the outcome
-    depend on load. ``None`` leaves the release's limit as it is.
+    ``node_limit`` (branch-and-bound nodes: the ``fast`` budget search's, and HiGHS's over
+    an album's MILPs) and ``deterministic_limit`` (CP-SAT's deterministic seconds) stop a
+    solve at the same point on every machine, so what the attacker learns does not depend on
+    the machine's load; ``time_limit`` (wall-clock seconds), when set, can. ``None`` leaves
+    the release's limit as it is.
     """
 
     node_limit: int | None = None

@@ -60,7 +60,7 @@ class AdaptiveGeolocator(Attack):
         n_train_albums: int = Field(128, ge=4, description="albums the attacker builds and prunes")
         album_size: int | None = Field(None, ge=2, description="size of its albums; default: matched to the release")
         solve_node_limit: int | None = Field(
-            100_000, ge=1, description="cap on the fast budget search's branch-and-bound nodes per own album (null: the release's)"
+            100_000, ge=1, description="cap on the branch-and-bound nodes per own album, the fast budget search's and HiGHS's (null: the release's)"
         )
         solve_deterministic_limit: float | None = Field(
             1.0, gt=0, description="cap on CP-SAT's deterministic seconds per own album (null: the release's)"
