@@ -130,11 +130,18 @@ def test_node_limit_stops_the_highs_milps_after_exactly_that_many_nodes(formulat
     assert np.array_equal(cut[0].keep, cut[1].keep) and protected_k(A, cut[0].keep) >= k
 
 
-def test_protocol_passes_the_node_limit_to_the_topk_milps():
-    """``node_limit`` of a ``milp-topk`` defense reaches HiGHS through the public protocol."""
-    S, A, k, solve = _highs_case("fast")
-    nodes = int(solve(A, k, time_limit=None).work)
-    config = AlbumPruning.Config(mode="milp-topk", k=k, time_limit=None, node_limit=nodes - 1)
+@pytest.mark.parametrize("mode", ["milp-topk", "milp-budget"])
+def test_protocol_passes_the_node_limit_to_the_highs_milps(mode):
+    """``node_limit`` of a defense reaches HiGHS through the public protocol: the ``fast``
+    top-k's MILPs, and the paper's ``naive`` budget MILP."""
+    S, A, k, solve = _highs_case("fast" if mode == "milp-topk" else "naive")
+    d = 4
+    nodes = int(solve(A, k, time_limit=None).work if mode == "milp-topk" else milp.naive_budget(A, d, time_limit=None).work)
+    assert nodes >= 3
+    settings = {"mode": mode, "k": k, "time_limit": None, "node_limit": nodes - 1}
+    if mode == "milp-budget":
+        settings.update(formulation="naive", budget=(d + 0.5) / len(S))
+    config = AlbumPruning.Config(**settings)
     result = prune(S, 0, public_protocol("album-pruning", config.model_dump()), np.zeros(len(S), dtype=bool))
     assert (result.status, result.work) == ("feasible", nodes - 1)
 
