@@ -23,6 +23,9 @@ import pytest
 import torch
 
 pytest.importorskip("flwr", reason="needs the vispriv[flower] extra")
+# One test worker runs this module (`make test`'s --dist loadgroup): its module-scoped Flower
+# simulation (~22 s) then starts once, not once per worker that draws one of its tests.
+pytestmark = pytest.mark.xdist_group("flower-simulation")
 
 SIMULATE = """
 import json, sys
