@@ -23,7 +23,7 @@ import pytest
 import torch
 
 pytest.importorskip("flwr", reason="needs the vispriv[flower] extra")
-# One test worker runs this module (`make test`'s --dist loadgroup): its module-scoped Flower
+# One test worker runs this module (`make test`'s --dist loadgroup): its shared Flower
 # simulation (~22 s) then starts once, not once per worker that draws one of its tests.
 pytestmark = pytest.mark.xdist_group("flower-simulation")
 
@@ -47,9 +47,10 @@ def final_model(folder: Path) -> dict[str, np.ndarray]:
         return {k: data[k] for k in data.files}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def runs(tmp_path_factory) -> Path:
-    """One captured simulation (``capture``, final model in ``with``), shared by the module."""
+    """One captured simulation (``capture``, final model in ``with``), shared by the module (session
+    scope: a worker that runs other modules' tests between this module's keeps it)."""
     root = tmp_path_factory.mktemp("flower")
     simulate(capture=str(root / "capture"), out=str(root / "with"))
     return root
