@@ -34,7 +34,7 @@ lint: setup
 # passed in 4 min 49 s (the margin under 5 min is ~10 s). `bash .ci/run` in that clone (make
 # test-all, wheel smoke; idle): 955 passed in 9 min 34 s, 12 min 47 s in all. Tried: 4 workers, --dist loadscope and OMP_WAIT_POLICY=PASSIVE: 5 min 11 s, slower.
 TEST_WORKERS ?= 4
-PARALLEL := $(if $(filter 0,$(TEST_WORKERS)),,-n auto --maxprocesses $(TEST_WORKERS) --dist loadgroup)
+PARALLEL := $(if $(filter 0,$(TEST_WORKERS)),,-n auto --maxprocesses $(TEST_WORKERS))
 THREADS := $(if $(filter 0,$(TEST_WORKERS)),,OMP_NUM_THREADS=1)
 # `make test`: the default tier (every test not marked slow); `make test-all`: everything, the
 # long end-to-end runs (`@pytest.mark.slow`) included; CI runs test-all. Both print the 15

@@ -12,6 +12,7 @@ formula gives. Skipped without the ``flower`` extra.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import subprocess
@@ -23,9 +24,6 @@ import pytest
 import torch
 
 pytest.importorskip("flwr", reason="needs the vispriv[flower] extra")
-# One test worker runs this module (`make test`'s --dist loadgroup): its shared Flower
-# simulation (~22 s) then starts once, not once per worker that draws one of its tests.
-pytestmark = pytest.mark.xdist_group("flower-simulation")
 
 SIMULATE = """
 import json, sys
@@ -48,19 +46,34 @@ def final_model(folder: Path) -> dict[str, np.ndarray]:
 
 
 @pytest.fixture(scope="session")
-def runs(tmp_path_factory) -> Path:
-    """One captured simulation (``capture``, final model in ``with``), shared by the module (session
-    scope: a worker that runs other modules' tests between this module's keeps it)."""
-    root = tmp_path_factory.mktemp("flower")
-    simulate(capture=str(root / "capture"), out=str(root / "with"))
+def runs(tmp_path_factory, worker_id) -> Path:
+    """One captured simulation (``capture``, final model in ``with``), shared by the module.
+
+    Under pytest-xdist the test workers share it too: the first to need it simulates (~22 s)
+    under a file lock in the run's common temporary folder, the others wait for it and read
+    the same folder (the xdist way to run a session fixture once), so the simulation starts
+    once per test run, not once per worker that draws one of these tests."""
+    if worker_id == "master":
+        root = tmp_path_factory.mktemp("flower")
+        simulate(capture=str(root / "capture"), out=str(root / "with"))
+        return root
+    root = tmp_path_factory.getbasetemp().parent / "flower-simulation"
+    root.mkdir(exist_ok=True)
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / "done").exists():
+            simulate(capture=str(root / "capture"), out=str(root / "with"))
+            (root / "done").touch()
     return root
 
 
 @pytest.fixture(scope="module")
-def run_without_capture(runs) -> Path:
-    """The same simulation without the capture wrapper (``without``): a second Ray start, slow tier only."""
-    simulate(capture="", out=str(runs / "without"))
-    return runs / "without"
+def run_without_capture(tmp_path_factory) -> Path:
+    """The same simulation without the capture wrapper: a second Ray start, slow tier only (its
+    own folder: ``runs`` is shared between test workers)."""
+    out = tmp_path_factory.mktemp("flower-without")
+    simulate(capture="", out=str(out))
+    return out
 
 
 def test_the_capture_holds_what_the_server_saw(runs):
