@@ -32,7 +32,7 @@ lint: setup
 # `make test` in fresh clones on the idle 2-core AVX-512 machine, 2026-11-27: 901 passed in 4 min
 # 36 s of pytest (6 min 8 s with the venv); at 58ce113, 928 passed in 4 min 49 s; at 8d8a85a (the
 # Flower simulation shared between workers), 938 passed in 4 min 49 s: the margin under 5 min is
-# ~10 s. `bash .ci/run` in such a clone (make test-all, wheel smoke; idle) at 5963f7f: 964 passed
+# ~10 s. `bash .ci/run` in such a clone (make test-all, wheel smoke; idle) at c521a33: 964 passed
 # in 9 min 13 s, 12 min 15 s in all. Tried: 4 workers, --dist loadscope and
 # OMP_WAIT_POLICY=PASSIVE: 5 min 11 s, slower; --dist loadgroup does not group (pytest 9.2, xdist 3.8).
 TEST_WORKERS ?= 4
