@@ -15,8 +15,8 @@ Top-k rows take only albums whose true place is in the top-k before pruning (the
 need no solve). Prints per cell and method: albums proven optimal within ``--time-limit``,
 median and max seconds to proof (an unproven album counts its time, so a max at the limit
 means "not proven"), the ratios method / fast of the median and of the max, the median
-and max machine-independent work (``fast`` budget: branch-and-bound nodes; ``cpsat``:
-deterministic seconds; ``-`` where the method has no such measure), and whether every
+and max machine-independent work (``fast`` and ``naive``: branch-and-bound nodes, the budget
+search's own and HiGHS's over the album's MILPs; ``cpsat``: deterministic seconds), and whether every
 album proven by two methods has the same optimum. Then the albums not proven by some
 method, and the slowest albums of each budget cell (seconds and work per album).
 
@@ -71,7 +71,7 @@ def cells(
 
 def solve(method: str, cfg, A: np.ndarray, St: np.ndarray, limit: float, workers: int) -> tuple[float, bool, int, float]:
     """(seconds, proven optimal, optimum reached: photos kept for top-k, protected-k for the
-    budget, work: nodes or deterministic seconds, 0 where the method has no measure)."""
+    budget, work: nodes or deterministic seconds)."""
     start = time.perf_counter()
     if cfg.mode == "milp-topk":
         if method == "cpsat":
@@ -91,13 +91,9 @@ def solve(method: str, cfg, A: np.ndarray, St: np.ndarray, limit: float, workers
     return time.perf_counter() - start, result.status in ("optimal", "infeasible"), value, float(result.work)
 
 
-def _work(method: str, cfg, value: float) -> str:
-    """Nodes (``fast`` budget) or deterministic seconds (``cpsat``); ``-`` for the others."""
-    if method == "cpsat":
-        return f"{value:.3f}"
-    if method == "fast" and cfg.mode == "milp-budget":
-        return f"{int(value)}"
-    return "-"
+def _work(method: str, value: float) -> str:
+    """Deterministic seconds (``cpsat``) or branch-and-bound nodes (the others)."""
+    return f"{value:.3f}" if method == "cpsat" else f"{int(value)}"
 
 
 def main() -> None:
@@ -136,7 +132,7 @@ def main() -> None:
                 ratio = f"{np.median(seconds) / np.median([b[0] for b in base]):.2f}x"
                 ratio_max = f"{seconds.max() / max(b[0] for b in base):.2f}x"
             work = np.array([r[3] for r in rows[m]])
-            work_text = [_work(m, cfg, np.median(work)), _work(m, cfg, work.max())]
+            work_text = [_work(m, np.median(work)), _work(m, work.max())]
             print(
                 f"| {label} | {len(albums)} | {m} | {sum(proven)}/{len(albums)} | {np.median(seconds):.3f} | {seconds.max():.3f} "
                 f"| {ratio} | {ratio_max} | {work_text[0]} | {work_text[1]} | {same} |",
@@ -144,7 +140,7 @@ def main() -> None:
             )
             if cfg.mode == "milp-budget":
                 top = np.argsort(-seconds, kind="stable")[:3]
-                slowest += [f"{label} {m}: album {index[i]} {seconds[i]:.2f} s, work {_work(m, cfg, work[i])}" for i in top]
+                slowest += [f"{label} {m}: album {index[i]} {seconds[i]:.2f} s, work {_work(m, work[i])}" for i in top]
             unproven += [f"{label} album {index[i]}: {m} not proven ({rows[m][i][0]:.1f} s)" for i, p in enumerate(proven) if not p]
     for line in unproven + slowest:
         print(line)
