@@ -346,7 +346,7 @@ def fast_topk(
     lower = int(best.sum()) if best is not None else int(fixed.sum()) - 1
     proven = True
     for T in range(upper, lower, -1):
-        if time.perf_counter() >= deadline or nodes.exhausted():
+        if time.perf_counter() >= deadline:
             proven = False
             break
         status, keep = _check_level(A, k, fixed, T, c, solver, deadline, nodes=nodes)
@@ -430,7 +430,7 @@ def _descend_budget(
     nodes = nodes or NodeBudget()
     t_min = len(A) - d
     for k in range(int(np.sum(c >= t_min)), protected_k(A, best), -1):
-        if time.perf_counter() >= deadline or nodes.exhausted():
+        if time.perf_counter() >= deadline:
             return best, False
         status, keep = _check_level(A, k, fixed, t_min, c, solver, deadline, at_least=True, nodes=nodes)
         if status == "feasible":

@@ -37,7 +37,9 @@ class NodeBudget:
     HiGHS on one thread (:func:`solver_options`) explores the same nodes on every machine, so
     a solve stopped by what is left of ``limit`` (each MILP gets it as ``mip_max_nodes``)
     stops at the same point whatever the machine's speed or load: a work limit, like the
-    budget search's own nodes. ``limit`` ``None``: no limit (``spent`` still counts).
+    budget search's own nodes. Only MILPs spend nodes: once the limit is spent, a level that
+    the exact filters settle without a MILP is still settled, the first one that needs a MILP
+    is not. ``limit`` ``None``: no limit (``spent`` still counts).
     """
 
     limit: int | None = None
