@@ -1,7 +1,7 @@
 """Diagnostic: why a deletion-budget album (problem 4) of examples/album.yaml stays unproven.
 
 Solves every album of the ``milp-budget`` cell of one collection with
-:func:`vispriv.plugins.album.milp.fast_budget` (the example's 10 s limit by default) and,
+:func:`vispriv.plugins.album.milp.fast_budget` (the cell's `time_limit` by default -- none in the shipped example, so every album is proven; `--time-limit` sets one) and,
 for each album it does not prove, prints the bounds around the optimum:
 
 * ``caps`` -- places with a single-place cap ``c_j >= N - d`` (supplement B): the upper
