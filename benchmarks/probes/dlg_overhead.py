@@ -11,7 +11,10 @@ DLG (Zhu et al., NeurIPS 2019) on its LeNet, a bundled digit, batch 1, the case 
 
 and, from ``cProfile`` of one such restart, the seconds per evaluation inside autograd's
 backward and inside torch's L-BFGS step itself (its two-loop recursion and line search, the
-objective excluded).
+objective excluded). Last, the ceiling: torch's L-BFGS alone with DLG's settings (history
+100, full; strong Wolfe) on as many variables (the image and the label logits) and an
+objective of negligible cost (the Rosenbrock function), per evaluation; with it, no search
+that keeps torch's L-BFGS can exceed plain / (plain + L-BFGS alone) of the bound.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/probes/dlg_overhead.py
 """
@@ -47,6 +50,42 @@ def per_call(fn, reps: int) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def lbfgs_alone(n_vars: int, warm_steps: int = 10, steps: int = 20) -> float:
+    """Seconds per evaluation of torch's L-BFGS with DLG's settings once its history is full,
+    less the cost of the objective (the Rosenbrock function on ``n_vars`` variables)."""
+    generator = torch.Generator().manual_seed(0)
+    v = (torch.rand(n_vars, generator=generator) * 2 - 1).requires_grad_(True)
+
+    def value() -> torch.Tensor:
+        return (100 * (v[1:] - v[:-1] ** 2) ** 2 + (1 - v[:-1]) ** 2).sum()
+
+    optimiser = torch.optim.LBFGS([v], lr=1, max_iter=20, history_size=100, line_search_fn="strong_wolfe",
+                                  tolerance_grad=0.0, tolerance_change=0.0)
+    count = 0
+
+    def closure() -> torch.Tensor:
+        nonlocal count
+        optimiser.zero_grad()
+        loss = value()
+        loss.backward()
+        count += 1
+        return loss
+
+    for _ in range(warm_steps):
+        optimiser.step(closure)
+    assert len(optimiser.state[v]["old_dirs"]) == 100, "history not full"
+    first, start = count, time.perf_counter()
+    for _ in range(steps):
+        optimiser.step(closure)
+    per_evaluation = (time.perf_counter() - start) / (count - first)
+
+    def objective() -> None:
+        v.grad = None
+        value().backward()
+
+    return per_evaluation - per_call(objective, 500)
 
 
 def main() -> None:
@@ -91,6 +130,11 @@ def main() -> None:
     print(f"\ncProfile of one restart ({n} evaluations; profiled times run slower): autograd backward "
           f"{backward / n * 1e3:.2f} ms, torch's L-BFGS step's own code {lbfgs_own / n * 1e3:.2f} ms and its "
           f"dot/add_ operations {ops / n * 1e3:.2f} ms per evaluation")
+    with torch_threads(1):
+        alone = lbfgs_alone(int(x[0].numel()) + n_classes)
+    print(f"torch's L-BFGS alone, history 100 full, {int(x[0].numel()) + n_classes} variables: {alone * 1e3:.2f} ms per "
+          f"evaluation; ceiling of a search that keeps it: plain / (plain + L-BFGS) = "
+          f"{rows[0][1] / (rows[0][1] + alone):.2f} of the bound")
 
 
 if __name__ == "__main__":
