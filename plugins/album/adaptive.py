@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from vispriv.plugins.album.payloads import GeoModels, linear_log_probs
-from vispriv.plugins.album.protocol import UNPROVEN_STATUSES, fixed_photos, prune
+from vispriv.plugins.album.protocol import fixed_photos, prune, stopped_by_limit
 
 PILOT_ALBUMS = 32
 
@@ -110,7 +110,6 @@ def prune_albums(albums: TrainingAlbums, models: GeoModels, protocol: dict[str, 
     :attr:`Pruned.unproven_fraction`.
     """
     settings = caps.apply(protocol)
-    exact = settings["mode"].startswith("milp")
     kept, total, n_kept, unproven = [], 0, 0, 0
     for idx, t in zip(albums.photos, albums.places):
         S = protocol_scores(models, models.adversary_photos[idx], settings)
@@ -118,7 +117,7 @@ def prune_albums(albums: TrainingAlbums, models: GeoModels, protocol: dict[str, 
         keep = result.keep if result.keep is not None else np.ones(len(idx), dtype=bool)
         kept.append(idx[keep])
         total, n_kept = total + len(idx), n_kept + int(keep.sum())
-        unproven += int(exact and result.status in UNPROVEN_STATUSES)
+        unproven += int(stopped_by_limit(settings["mode"], result.status))
     return Pruned(kept, albums.places, n_kept / max(total, 1), unproven / max(len(albums.photos), 1))
 
 

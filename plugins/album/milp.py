@@ -427,7 +427,6 @@ def _descend_budget(
     """Descending search over the objective: for ``k`` from the number of places with
     ``c_j >= N - d`` down, "``N - d`` photos or more kept, ``k`` places beating" (its MILPs
     charged to ``nodes``)."""
-    nodes = nodes or NodeBudget()
     t_min = len(A) - d
     for k in range(int(np.sum(c >= t_min)), protected_k(A, best), -1):
         if time.perf_counter() >= deadline:

@@ -30,6 +30,12 @@ TOPK_MODES = frozenset({"greedy", "top1-exact", "milp-topk"})
 UNPROVEN_STATUSES = ("feasible", "unknown")
 
 
+def stopped_by_limit(mode: str, status: str) -> bool:
+    """Whether a solve of ``mode`` ended at a time or work limit: a MILP mode not proven (the
+    heuristic modes prove nothing and stop at no limit)."""
+    return mode.startswith("milp") and status in UNPROVEN_STATUSES
+
+
 def public_protocol(defense: str, settings: dict[str, Any] | None) -> dict[str, Any]:
     """The release's protocol: the defense's name and its public settings (``None``: deletes nothing)."""
     out: dict[str, Any] = {"defense": defense}

@@ -43,7 +43,14 @@ from vispriv.harness import CellContext, Defense, Labels, PluginConfig, Protecte
 from vispriv.harness.artifacts import KEPT_MASKS, kept_masks_csv
 from vispriv.harness.errors import InputError
 from vispriv.plugins.album.payloads import Albums, GeoModels, KeptAlbums
-from vispriv.plugins.album.protocol import TOPK_MODES, UNPROVEN_STATUSES, fixed_photos, prune, public_protocol
+from vispriv.plugins.album.protocol import (
+    TOPK_MODES,
+    UNPROVEN_STATUSES,
+    fixed_photos,
+    prune,
+    public_protocol,
+    stopped_by_limit,
+)
 from vispriv.plugins.album.pruning import advantage, check_k, check_scores, protected_k
 
 SCENARIO = "album-sharing"
@@ -165,8 +172,8 @@ class AlbumPruning(Defense):
             seconds.append(result.seconds)
             own_pk.append(protected_k(A, keep))
         statuses_arr = np.array(statuses)
-        unproven = int(np.isin(statuses_arr, UNPROVEN_STATUSES).sum())
-        if unproven and cfg.mode.startswith("milp"):
+        unproven = sum(stopped_by_limit(cfg.mode, s) for s in statuses)
+        if unproven:
             warnings.warn(
                 f"album-pruning {cfg.mode} ({cfg.formulation}): {unproven} of {len(statuses)} albums not proven optimal "
                 f"within their limits ({_limits_text(cfg)}); their masks are the best found (utility/unproven_share)",

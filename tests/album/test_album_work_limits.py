@@ -210,3 +210,11 @@ def test_budget_search_memory_does_not_grow_with_the_nodes_expanded():
     large, n_large = _search_peak(A, 10, 20_000)
     assert (n_small, n_large) == (5_000, 20_000)  # neither search finished: both ran to their limit
     assert large < small + 2**20, (small, large)
+
+
+def test_stopped_by_limit_is_an_unproven_milp_solve_only():
+    from vispriv.plugins.album.protocol import stopped_by_limit
+
+    assert [stopped_by_limit("milp-topk", s) for s in ("optimal", "feasible", "unknown", "infeasible")] == [False, True, True, False]
+    assert stopped_by_limit("milp-budget", "feasible")
+    assert not any(stopped_by_limit(m, "feasible") for m in ("greedy", "greedy-budget", "top1-exact"))
