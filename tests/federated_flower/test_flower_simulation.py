@@ -53,12 +53,11 @@ def runs(tmp_path_factory, worker_id) -> Path:
     under a file lock in the run's common temporary folder, the others wait for it and read
     the same folder (the xdist way to run a session fixture once), so the simulation starts
     once per test run, not once per worker that draws one of these tests."""
-    if worker_id == "master":
+    if worker_id == "master":  # one process: its own folder, the lock below uncontended
         root = tmp_path_factory.mktemp("flower")
-        simulate(capture=str(root / "capture"), out=str(root / "with"))
-        return root
-    root = tmp_path_factory.getbasetemp().parent / "flower-simulation"
-    root.mkdir(exist_ok=True)
+    else:
+        root = tmp_path_factory.getbasetemp().parent / "flower-simulation"
+        root.mkdir(exist_ok=True)
     with open(root / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (root / "done").exists():
