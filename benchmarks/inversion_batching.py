@@ -127,13 +127,13 @@ def setup(case: str, device: str):
     return x, y, n_classes, model, work, target, once, float(counter.get_total_flops())
 
 
-def run(case: str, device: str, restarts: int, mode: str, steps: int, repeats: int) -> list[dict]:
+def run(case: str, device: str, restarts: int, mode: str, steps: int, repeats: int, lbfgs: str = "torch") -> list[dict]:
     method = CASES[case][3]
     ig = method == "inverting-gradients"
     x, _, n_classes, model, work, target, once, flops = setup(case, device)
     settings = InversionSettings(method=method, steps=steps * restarts, restarts=restarts, tv=0.1 if ig else 0.0,
                                  init="randn" if ig else "uniform", batched=mode,  # type: ignore[arg-type]
-                                 threads=threads_for(device))
+                                 threads=threads_for(device), lbfgs=lbfgs)  # type: ignore[arg-type]
     rows = []
     for _ in range(repeats):
         bound = bound_seconds(once, device)
@@ -160,6 +160,8 @@ def main() -> None:
     parser.add_argument("--dlg-steps", type=int, default=4, help="L-BFGS steps per restart")
     parser.add_argument("--ig-steps", type=int, default=40, help="signed-Adam steps per restart")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--lbfgs", nargs="*", default=["torch"], choices=["torch", "compact"],
+                        help="DLG's L-BFGS: torch's (two-loop recursion) and/or the compact representation's")
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -173,18 +175,21 @@ def main() -> None:
     for device in devices:
         for case in args.cases:
             steps = args.dlg_steps if case.startswith("dlg") else args.ig_steps
-            run(case, device, 2, "on", 1, 1)  # imports and first-call costs of both paths
-            run(case, device, 1, "off", 1, 1)
+            lbfgs = args.lbfgs if case.startswith("dlg") else ["torch"]
+            for variant in lbfgs:  # imports and first-call costs of every path
+                run(case, device, 2, "on", 1, 1, variant)
+                run(case, device, 1, "off", 1, 1, variant)
             restarts = args.cpu_restarts if device == "cpu" and args.cpu_restarts and len(devices) > 1 else args.restarts
             first = len(results)
             for r in restarts:
-                modes = ("off",) if r == 1 else ("on",) if args.sequential_max and r > args.sequential_max else ("off", "on")
-                by_mode: dict[str, list[dict]] = {m: [] for m in modes}
-                for _ in range(args.repeats):  # interleaved: both modes see the same load
+                batching = ("off",) if r == 1 else ("on",) if args.sequential_max and r > args.sequential_max else ("off", "on")
+                modes = [(b, variant) for b in batching for variant in lbfgs]
+                by_mode: dict[tuple[str, str], list[dict]] = {m: [] for m in modes}
+                for _ in range(args.repeats):  # interleaved: every mode sees the same load
                     for mode in modes:
-                        by_mode[mode] += run(case, device, r, mode, steps, 1)
+                        by_mode[mode] += run(case, device, r, mode[0], steps, 1, mode[1])
                     print(f"  {device} {case} R={r}: " + ", ".join(
-                        f"{m} {rows[-1]['rate']:.1f}/s (bound {rows[-1]['bound']:.1f}/s, {rows[-1]['psnr']:.2f} dB)"
+                        f"{'/'.join(m)} {rows[-1]['rate']:.1f}/s (bound {rows[-1]['bound']:.1f}/s, {rows[-1]['psnr']:.2f} dB)"
                         for m, rows in by_mode.items()), flush=True)
                 for mode, rows in by_mode.items():
                     med = {k: statistics.median(row[k] for row in rows) for k in ("rate", "psnr", "evaluations")}
@@ -201,8 +206,8 @@ def main() -> None:
     print("\n| device | case | R | restarts | evaluations / s per candidate | plain-evaluation bound / s | ratio | "
           "share of matmul rate | PSNR dB | evaluations |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for device, case, r, mode, med, psnrs, _ in results:
-        how = "one after the other" if mode == "off" else "batched"
+    for device, case, r, (mode, variant), med, psnrs, _ in results:
+        how = ("one after the other" if mode == "off" else "batched") + (", compact L-BFGS" if variant == "compact" else "")
         spread = f" ({min(psnrs):.2f}-{max(psnrs):.2f})" if max(psnrs) - min(psnrs) > 0.005 else ""
         share = med["rate"] * med["flops"] / limits[device]
         print(f"| {device} | {case} | {r} | {how} | {med['rate']:.0f} | {med['bound']:.0f} | "

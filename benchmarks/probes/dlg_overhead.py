@@ -7,19 +7,20 @@ DLG (Zhu et al., NeurIPS 2019) on its LeNet, a bundled digit, batch 1, the case 
   forward, weight gradient with a graph, distance, backward to the image);
 * ``search objective``: the same evaluation as one restart's search runs it (the method's
   objective through the simulated local work, backward to the image and label logits only);
-* ``search``: a whole DLG restart (``invert``, ``--steps`` L-BFGS steps) over its evaluations;
+* ``search``: a whole DLG restart (``invert``, ``--steps`` L-BFGS steps, ``--lbfgs`` torch's or
+  the compact one) over its evaluations;
 
 and, from ``cProfile`` of one such restart, the seconds per evaluation inside autograd's
 backward and inside torch's L-BFGS step itself (its two-loop recursion and line search, the
-objective excluded). Last, the ceiling: torch's L-BFGS alone with DLG's settings (history
-100, full; strong Wolfe) on as many variables (the image and the label logits) and an
-objective of negligible cost (the Rosenbrock function), per evaluation; with it, no search
-that keeps torch's L-BFGS can exceed plain / (plain + L-BFGS alone) of the bound once its
-history is full (all but the first 100 iterations; a DLG attack runs thousands). The
+objective excluded; torch's L-BFGS only). Last, the ceilings: each L-BFGS (torch's, the
+compact one) alone with DLG's settings (history 100, full; strong Wolfe) on as many variables
+(the image and the label logits) and an objective of negligible cost (the Rosenbrock
+function), per evaluation; with it, no search that keeps that L-BFGS can exceed plain /
+(plain + L-BFGS alone) of the bound once its history is full (all but the first 100 iterations; a DLG attack runs thousands). The
 ``search`` row's short restart fills its history partway, so on a loaded machine, or with few
 steps, it can sit slightly above that steady-state ceiling.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/probes/dlg_overhead.py
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/probes/dlg_overhead.py [--lbfgs compact]
 """
 
 from __future__ import annotations
@@ -39,10 +40,11 @@ from inversion_batching import bound_seconds, setup  # the benchmark's own timin
 from vispriv.harness import torch_threads
 from vispriv.plugins.federated.deep.adaptive import DefenseKnowledge
 from vispriv.plugins.federated.deep.inversion import InversionSettings, _candidate_loss, invert
+from vispriv.plugins.federated.deep.lbfgs import CompactLBFGS
 from vispriv.plugins.federated.deep.local import autograd_gradient, trainable
 
 
-def lbfgs_alone(n_vars: int, warm_steps: int = 10, steps: int = 20) -> float:
+def lbfgs_alone(n_vars: int, warm_steps: int = 10, steps: int = 20, optimiser_class: type = torch.optim.LBFGS) -> float:
     """Seconds per evaluation of torch's L-BFGS with DLG's settings once its history is full,
     less the cost of the objective (the Rosenbrock function on ``n_vars`` variables)."""
     generator = torch.Generator().manual_seed(0)
@@ -51,7 +53,7 @@ def lbfgs_alone(n_vars: int, warm_steps: int = 10, steps: int = 20) -> float:
     def value() -> torch.Tensor:
         return (100 * (v[1:] - v[:-1] ** 2) ** 2 + (1 - v[:-1]) ** 2).sum()
 
-    optimiser = torch.optim.LBFGS([v], lr=1, max_iter=20, history_size=100, line_search_fn="strong_wolfe",
+    optimiser = optimiser_class([v], lr=1, max_iter=20, history_size=100, line_search_fn="strong_wolfe",
                                   tolerance_grad=0.0, tolerance_change=0.0)
     count = 0
 
@@ -65,7 +67,8 @@ def lbfgs_alone(n_vars: int, warm_steps: int = 10, steps: int = 20) -> float:
 
     for _ in range(warm_steps):
         optimiser.step(closure)
-    assert len(optimiser.state[v]["old_dirs"]) == 100, "history not full"
+    state = optimiser.state[v]
+    assert len(state["old_dirs"] if "old_dirs" in state else state["history"]) == 100, "history not full"
     first, start = count, time.perf_counter()
     for _ in range(steps):
         optimiser.step(closure)
@@ -82,10 +85,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=8, help="L-BFGS steps of the profiled restart")
     parser.add_argument("--reps", type=int, default=60)
+    parser.add_argument("--lbfgs", choices=["torch", "compact"], default="torch", help="the search's L-BFGS")
     args = parser.parse_args()
     with torch_threads(1):
         x, _, n_classes, model, work, target, plain, _ = setup("dlg-lenet", "cpu")
-        settings = InversionSettings(method="dlg", steps=args.steps, restarts=1)
+        settings = InversionSettings(method="dlg", steps=args.steps, restarts=1, lbfgs=args.lbfgs)
         loss = _candidate_loss(model, target, work, None, settings, "cpu", DefenseKnowledge(), autograd_gradient(True))
         leaves = {k: p.detach().requires_grad_(True) for k, p in trainable(model).items()}
         xs = torch.rand(*x.shape).requires_grad_(True)
@@ -120,11 +124,12 @@ def main() -> None:
     print(f"\ncProfile of one restart ({n} evaluations; profiled times run slower): autograd backward "
           f"{backward / n * 1e3:.2f} ms, torch's L-BFGS step's own code {lbfgs_own / n * 1e3:.2f} ms and its "
           f"dot/add_ operations {ops / n * 1e3:.2f} ms per evaluation")
-    with torch_threads(1):
-        alone = lbfgs_alone(int(x[0].numel()) + n_classes)
-    print(f"torch's L-BFGS alone, history 100 full, {int(x[0].numel()) + n_classes} variables: {alone * 1e3:.2f} ms per "
-          f"evaluation; ceiling of a search that keeps it: plain / (plain + L-BFGS) = "
-          f"{rows[0][1] / (rows[0][1] + alone):.2f} of the bound")
+    n_vars = int(x[0].numel()) + n_classes
+    for name, optimiser_class in (("torch's L-BFGS", torch.optim.LBFGS), ("the compact L-BFGS", CompactLBFGS)):
+        with torch_threads(1):
+            alone = lbfgs_alone(n_vars, optimiser_class=optimiser_class)
+        print(f"{name} alone, history 100 full, {n_vars} variables: {alone * 1e3:.2f} ms per evaluation; ceiling of "
+              f"a search that keeps it: plain / (plain + L-BFGS) = {rows[0][1] / (rows[0][1] + alone):.2f} of the bound")
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from vispriv.harness import Attack, AttackResult, CellContext, Images, Labels, PluginConfig
 from vispriv.harness.errors import InputError
@@ -61,6 +61,12 @@ class DeepInversionConfig(PluginConfig):
         "optimiser (each evaluation the same up to float rounding); off: one restart after the other; "
         "auto: on for inverting-gradients, off for dlg and idlg (L-BFGS amplifies the rounding)",
     )
+    lbfgs: Literal["torch", "compact"] = Field(
+        "torch",
+        description="dlg and idlg: torch's L-BFGS (two-loop recursion), or compact: the same L-BFGS with its direction "
+        "from the compact representation (Byrd, Nocedal & Schnabel 1994), about 0.8 ms less per evaluation on "
+        "the host; the iterates agree to rounding, which a long line search grows",
+    )
     adapt: Literal["auto", "none"] = Field(
         "auto",
         description="auto: know the defense the release's protocol names (match only a pruned update's sent "
@@ -72,6 +78,13 @@ class InvertingGradientsConfig(DeepInversionConfig):
     steps: int = Field(2000, ge=1, le=1_000_000, description="signed-Adam steps, all restarts together (the paper: 4,800 on CIFAR)")
     tv: float = Field(0.1, ge=0, description="total-variation weight alpha (eq. 4) on the normalised image")
     init: Literal["uniform", "randn"] = "randn"
+
+    @field_validator("lbfgs")
+    @classmethod
+    def _adam_only(cls, value: str) -> str:
+        if value != "torch":
+            raise ValueError(f"lbfgs applies to dlg and idlg (L-BFGS); inverting-gradients runs signed Adam, got lbfgs={value!r}")
+        return value
 
 
 class _DeepInversion(Attack):
@@ -88,7 +101,7 @@ class _DeepInversion(Attack):
 
         cfg: DeepInversionConfig = self.config
         return InversionSettings(self.method, cfg.steps, cfg.restarts, cfg.lr, cfg.tv, cfg.init, cfg.max_seconds, cfg.threads,
-                                 batched=cfg.batched)
+                                 batched=cfg.batched, lbfgs=cfg.lbfgs)
 
     def attack(self, release: DeepRelease, public: object, ctx: CellContext) -> AttackResult:
         if not isinstance(release, DeepRelease):

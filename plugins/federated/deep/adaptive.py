@@ -37,13 +37,13 @@ from typing import Any, Literal
 
 import torch
 from torch import nn
-from torch.func import functional_call
 
 from vispriv.plugins.federated.deep.local import (
     Differentiate,
     LocalWork,
     apply_local_work,
     autograd_gradient,
+    call_with,
     cross_entropy,
     simulate_update,
 )
@@ -133,7 +133,7 @@ def clipped_mean_gradient(
     for i in range(len(images)):
         x, y = images[i : i + 1], labels[i : i + 1]
         grads = differentiate(
-            lambda p, b, x=x, y=y: cross_entropy(functional_call(model, {**p, **b}, (x,)), y), params, buffers
+            lambda p, b, x=x, y=y: cross_entropy(call_with(model, {**p, **b}, (x,)), y), params, buffers
         )
         scaled = clip_to_norm(grads, clip)
         total = scaled if total is None else [t + s for t, s in zip(total, scaled)]

@@ -66,10 +66,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from vispriv.harness import torch_threads
+from vispriv.harness import blas_threads, torch_threads
 from vispriv.plugins.federated.deep.adaptive import DefenseKnowledge, simulate_known_update
 from vispriv.plugins.federated.deep.batched import Answer, BatchEvaluate, GraphedEvaluate, LockStep, batch_evaluator
 from vispriv.plugins.federated.deep.labels import recover_labels
+from vispriv.plugins.federated.deep.lbfgs import CompactLBFGS
 from vispriv.plugins.federated.deep.local import (
     Differentiate,
     LocalWork,
@@ -99,6 +100,10 @@ class InversionSettings:
     #: of evaluations, each restart keeping its own optimiser; "off": one restart after the other;
     #: "auto": "on" for Inverting Gradients, "off" for DLG and iDLG (see :func:`invert`).
     batched: Literal["auto", "on", "off"] = "auto"
+    #: DLG's and iDLG's L-BFGS: "torch" (``torch.optim.LBFGS``, two-loop recursion) or "compact"
+    #: (:class:`~vispriv.plugins.federated.deep.lbfgs.CompactLBFGS`: the same direction from the
+    #: compact representation, a dozen array operations per iteration instead of ~700).
+    lbfgs: Literal["torch", "compact"] = "torch"
 
     def batches(self) -> bool:
         """Whether this search evaluates its restarts together."""
@@ -208,7 +213,8 @@ def invert(
     evaluations = 0
     stopped = "steps"
     budget = settings.steps
-    with torch_threads(settings.threads):
+    # The compact L-BFGS's history products run in numpy's BLAS: as many threads as torch's.
+    with torch_threads(settings.threads), blas_threads(settings.threads if settings.lbfgs == "compact" else None):
         # Batched, the first ``restarts`` restarts run at once; their results are then taken in
         # order exactly as the sequential loop takes them (a converged or timed-out restart ends it).
         batch: list[Reconstruction] = []
@@ -574,9 +580,9 @@ def _optimise(
                 stopped = "time"
                 break
     else:
-        # One step = one call of torch's L-BFGS with up to ``lbfgs_inner`` iterations (20, torch's
+        # One step = one call of L-BFGS with up to ``lbfgs_inner`` iterations (20, torch's
         # default and the inner loop of DLG's own code), strong-Wolfe line search.
-        optimiser = torch.optim.LBFGS(
+        optimiser = (CompactLBFGS if settings.lbfgs == "compact" else torch.optim.LBFGS)(
             variables, lr=settings.step_size(), max_iter=settings.lbfgs_inner, history_size=100,
             line_search_fn="strong_wolfe", tolerance_grad=0.0, tolerance_change=0.0,
         )
