@@ -52,9 +52,11 @@ class CompactHistory:
     """The last ``size`` pairs ``(s_i, y_i)`` of L-BFGS with ``SᵀY`` and ``YᵀY``, and the
     direction ``-H g`` of their compact representation (module docstring).
 
-    The pairs are kept in the parameters' precision (float32 for DLG: the two-loop recursion's
-    own, and the history's products read half the memory); ``SᵀY``, ``YᵀY`` and the small
-    triangular systems are in double precision.
+    The pairs are kept in the parameters' precision (float32 for DLG, the two-loop recursion's
+    own: the history is read from memory twice per iteration, and in float32 that is half the
+    bytes); every product of two vectors is computed directly (as the two-loop recursion
+    computes its own), and ``SᵀY``, ``YᵀY`` and the small triangular systems are in double
+    precision.
     """
 
     def __init__(self, size: int, n: int, dtype: np.dtype | type = np.float32) -> None:
@@ -72,8 +74,39 @@ class CompactHistory:
         self.start = self.end = 0
         self.gamma = 1.0
 
+    def direction(self, g: np.ndarray, s: np.ndarray | None = None, y: np.ndarray | None = None) -> np.ndarray:
+        """``-H g`` (Byrd, Nocedal & Schnabel 1994, eq. 3.1) in ``g``'s precision, after storing the
+        pair ``(s, y)`` when given (the oldest dropped beyond ``size``; ``γ = sᵀy / yᵀy``); ``-g``
+        with no pair stored.
+
+        The stored pairs are read twice per call: once for their products with ``g`` and with
+        the new pair (one matrix product with three columns), once to combine them into ``H g``.
+        """
+        if s is not None and y is not None:
+            projected = self._store(s, y, g)
+        elif len(self):
+            projected = self.pairs[self.start : self.end].reshape(-1, self.n) @ g
+        else:
+            return -g
+        a, b, gamma = self.start, self.end, self.gamma
+        projected = projected.astype(np.float64)
+        # R is the upper triangle of sy; BLAS reads the C-ordered block as its transpose (lower).
+        sy_t = np.ascontiguousarray(self.sy[a:b, a:b]).T
+        v = dtrsv(sy_t, projected[0::2], lower=1, trans=1)  # R⁻¹ Sᵀg
+        w = np.diagonal(sy_t) * v + gamma * (self.yy[a:b, a:b] @ v - projected[1::2])
+        coefficients = np.empty(2 * len(self), dtype=self.pairs.dtype)
+        coefficients[0::2] = dtrsv(sy_t, w, lower=1, trans=0)  # R⁻ᵀ w
+        coefficients[1::2] = -gamma * v
+        d = self.pairs[a:b].reshape(-1, self.n).T @ coefficients
+        d += np.asarray(gamma, dtype=d.dtype) * g
+        return np.negative(d, out=d)
+
     def add(self, s: np.ndarray, y: np.ndarray) -> None:
-        """Store the pair ``(s, y)`` (dropping the oldest beyond ``size``) and set ``γ = sᵀy / yᵀy``."""
+        """Store the pair ``(s, y)`` without a gradient to project (:meth:`direction` does both)."""
+        self._store(s, y, np.zeros(self.n, dtype=self.pairs.dtype))
+
+    def _store(self, s: np.ndarray, y: np.ndarray, g: np.ndarray) -> np.ndarray:
+        """Add the pair; the window's products with ``g`` (``s_j . g``, ``y_j . g`` interleaved)."""
         if len(self) == self.size:
             self.start += 1
         if self.end == len(self.pairs):
@@ -83,31 +116,16 @@ class CompactHistory:
                 matrix[:k, :k] = matrix[a:b, a:b]
             self.start, self.end = 0, k
         i, a = self.end, self.start
+        # rows: . g, . y, . s; columns: s_j, y_j interleaved
+        products = np.stack([g, y, s]) @ self.pairs[a:i].reshape(-1, self.n).T
         self.pairs[i, 0], self.pairs[i, 1] = s, y
-        with_y = self.pairs[a : i + 1].reshape(-1, self.n) @ self.pairs[i, 1]  # s_j . y and y_j . y, interleaved
-        self.sy[a : i + 1, i] = with_y[0::2]
-        self.yy[a : i + 1, i] = self.yy[i, a : i + 1] = with_y[1::2]
-        self.sy[i, a:i] = self.pairs[a:i, 1] @ self.pairs[i, 0]
+        self.sy[a:i, i] = products[1, 0::2]
+        self.yy[a:i, i] = self.yy[i, a:i] = products[1, 1::2]
+        self.sy[i, a:i] = products[2, 1::2]
+        self.sy[i, i], self.yy[i, i] = s @ y, y @ y
         self.end = i + 1
         self.gamma = float(self.sy[i, i] / self.yy[i, i])
-
-    def direction(self, g: np.ndarray) -> np.ndarray:
-        """``-H g`` (Byrd, Nocedal & Schnabel 1994, eq. 3.1) in ``g``'s precision; ``-g`` with no pair stored."""
-        if len(self) == 0:
-            return -g
-        a, b, gamma = self.start, self.end, self.gamma
-        window = self.pairs[a:b].reshape(-1, self.n)
-        projected = (window @ g).astype(np.float64)
-        # R is the upper triangle of sy; BLAS reads the C-ordered block as its transpose (lower).
-        sy_t = np.ascontiguousarray(self.sy[a:b, a:b]).T
-        v = dtrsv(sy_t, projected[0::2], lower=1, trans=1)  # R⁻¹ Sᵀg
-        w = np.diagonal(sy_t) * v + gamma * (self.yy[a:b, a:b] @ v - projected[1::2])
-        coefficients = np.empty(2 * len(self), dtype=window.dtype)
-        coefficients[0::2] = dtrsv(sy_t, w, lower=1, trans=0)  # R⁻ᵀ w
-        coefficients[1::2] = -gamma * v
-        d = window.T @ coefficients
-        d += np.float32(gamma) * g if g.dtype == np.float32 else gamma * g
-        return np.negative(d, out=d)
+        return np.concatenate([products[0], [s @ g, y @ g]])
 
 
 class CompactLBFGS(torch.optim.Optimizer):
@@ -139,7 +157,8 @@ class CompactLBFGS(torch.optim.Optimizer):
         self._params: list[torch.Tensor] = self.param_groups[0]["params"]
         if any(p.device.type != "cpu" for p in self._params):
             raise ValueError("CompactLBFGS keeps its history on the host: its parameters must be on the CPU")
-        self._sizes = [p.numel() for p in self._params]
+        ends = np.cumsum([p.numel() for p in self._params])
+        self._slices = [slice(end - p.numel(), end) for p, end in zip(self._params, ends)]
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for p in self._params:
@@ -149,13 +168,9 @@ class CompactLBFGS(torch.optim.Optimizer):
         parts = [p.grad.reshape(-1) if p.grad is not None else p.new_zeros(p.numel()) for p in self._params]
         return torch.cat(parts) if len(parts) > 1 else parts[0].clone()
 
-    def _add(self, step: float, d: torch.Tensor) -> None:
-        for p, part in zip(self._params, torch.split(d, self._sizes)):
-            p.add_(part.view_as(p), alpha=step)
-
-    def _parts(self, d: torch.Tensor) -> list[torch.Tensor]:
-        """The flat direction as one view per parameter."""
-        return [part.view_as(p) for p, part in zip(self._params, torch.split(d, self._sizes))]
+    def _parts(self, d: np.ndarray) -> list[torch.Tensor]:
+        """The flat direction as one tensor view per parameter."""
+        return [torch.from_numpy(d[part]).view(p.shape) for p, part in zip(self._params, self._slices)]
 
     def _move_to(self, x: list[torch.Tensor], step: float, parts: list[torch.Tensor]) -> None:
         """Set the parameters to ``x + step d`` (``parts``: :meth:`_parts` of ``d``)."""
@@ -205,17 +220,16 @@ class CompactLBFGS(torch.optim.Optimizer):
                 d = -g_now
             else:
                 s, y = d * t, g_now - previous
-                if float(y @ s) > CURVATURE_MIN:
-                    history.add(s, y)
-                d = history.direction(g_now)
+                stored = float(y @ s) > CURVATURE_MIN
+                d = history.direction(g_now, s if stored else None, y if stored else None)
             previous, previous_loss = g_now.copy(), loss
             t = min(1.0, 1.0 / float(np.abs(g_now).sum())) * lr if state["n_iter"] == 1 else lr
             gtd = float(g.numpy() @ d)
             if gtd > -tolerance_change:
                 break
-            direction = torch.from_numpy(d)
+            direction, parts = torch.from_numpy(d), self._parts(d)
             if group["line_search_fn"] == "strong_wolfe":
-                x, parts = [p.clone() for p in self._params], self._parts(direction)
+                x = [p.clone() for p in self._params]
                 loss, g, t, ls_evaluations = _strong_wolfe(
                     lambda x_, t_, d_, parts=parts: self._evaluate_at(closure, x_, float(t_), parts), x, t, direction, loss, g, gtd,
                     max_ls=max_eval - evaluations,
@@ -223,7 +237,8 @@ class CompactLBFGS(torch.optim.Optimizer):
                 t = float(t)
                 self._move_to(x, t, parts)
             else:
-                self._add(t, direction)
+                for p, part in zip(self._params, parts):
+                    p.add_(part, alpha=t)
                 ls_evaluations = 0
                 if n_iter != max_iter:
                     with torch.enable_grad():
