@@ -68,12 +68,16 @@ class Images(Payload):
             raise InputError(f"Images must have shape (N, H, W, C) with C in (1, 3); got {arr.shape}")
         if not np.all(np.isfinite(arr)):
             raise InputError("Images contain NaN or infinite values; expected finite values in [0, 1]")
-        if arr.size and (arr.min() < -RANGE_TOLERANCE or arr.max() > 1 + RANGE_TOLERANCE):
+        lo, hi = (float(arr.min()), float(arr.max())) if arr.size else (0.0, 1.0)
+        if lo < -RANGE_TOLERANCE or hi > 1 + RANGE_TOLERANCE:
             raise InputError(
-                f"Images must hold values in [0, 1]; got [{float(arr.min()):.4g}, {float(arr.max()):.4g}] "
-                "(clip or rescale before building Images)"
+                f"Images must hold values in [0, 1]; got [{lo:.4g}, {hi:.4g}] (clip or rescale before building Images)"
             )
-        self.images = np.clip(arr, 0.0, 1.0) if arr.size else arr
+        # A read-only array already in [0, 1] (a file mapping, vispriv.harness.mapped) is kept as it
+        # is: clipping would copy it into memory and change nothing. Any other array is copied,
+        # so the payload never shares memory its maker may still write.
+        keep = not arr.flags.writeable and lo >= 0.0 and hi <= 1.0
+        self.images = arr if keep or not arr.size else np.clip(arr, 0.0, 1.0)
         self.ids = _ids(self.ids, len(arr), "Images", "images")
         self.sets = _sets(self.sets, len(arr), "Images")
 

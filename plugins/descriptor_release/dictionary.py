@@ -33,6 +33,7 @@ from pydantic import Field
 from vispriv.harness import Cache, Images, Progress, no_progress
 from vispriv.harness.errors import InputError
 from vispriv.harness.hashing import derive_seed, fingerprint
+from vispriv.harness.mapped import release_pages
 from vispriv.plugins.descriptor_release.descriptor_store import (
     CHUNK_ROWS,
     DescriptorStore,
@@ -459,6 +460,9 @@ def build_dictionary(
 
     def compute() -> dict[str, np.ndarray]:
         with dictionary_descriptors(images, sift_cfg, seed, augment, cache, progress) as store:
+            # The photos are idle while the k-means runs: a file-mapped stack (the localisation
+            # room's lifting photos) gives its pages back here and maps them again when read.
+            release_pages(images.images)
             if len(store) < k:
                 raise InputError(
                     f"{len(images.ids)} images (x{augment + 1} views) gave {len(store)} SIFT descriptors, "
