@@ -83,9 +83,10 @@ def test_batched_inverting_gradients_with_fedavg_batchnorm_in_training_mode_and_
     _same(off, on, atol=1e-5)
 
 
-def test_batched_dlg_runs_each_restarts_own_lbfgs():
+@pytest.mark.parametrize("lbfgs", ["torch", "compact"])
+def test_batched_dlg_runs_each_restarts_own_lbfgs(lbfgs):
     # A short search: L-BFGS amplifies rounding along a run, so only a few iterations agree to 1e-4.
-    off, on = _both("lenet", "dlg", 2, 2, lbfgs_inner=2)
+    off, on = _both("lenet", "dlg", 2, 2, lbfgs_inner=2, lbfgs=lbfgs)
     _same(off, on, atol=1e-4)
 
 
