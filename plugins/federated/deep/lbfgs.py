@@ -14,10 +14,10 @@ use in limited memory methods", Mathematical Programming 63, 1994, eq. 3.1):
 where the columns of ``S`` and ``Y`` are the stored steps ``s_i`` and gradient changes
 ``y_i``, oldest first, ``R`` is the upper triangle of ``SᵀY`` (``R_ij = s_iᵀ y_j``,
 ``i <= j``), ``D`` its diagonal and ``γ = sᵀy / yᵀy`` of the newest pair (torch's
-``H_diag``). Per iteration that is two products with the ``2m x n`` history, two triangular
-solves of size ``m`` and the products that add the newest pair to ``SᵀY`` and ``YᵀY``: a
-dozen array operations in double precision on the host (numpy/scipy, zero-copy views of the
-CPU tensors), whatever ``m``.
+``H_diag``). Per iteration that is two passes over the ``2m x n`` history (its products with
+``g`` and the newest pair, then the combination into ``H g``) and two triangular solves of size
+``m``: a dozen array operations on the host (numpy and BLAS on zero-copy views of the CPU
+tensors), whatever ``m``.
 
 Everything else is torch's L-BFGS: the same memory update (a pair is stored only when
 ``yᵀs > 1e-10``, the oldest dropped beyond ``history_size``), the same first step
