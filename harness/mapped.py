@@ -31,7 +31,7 @@ def write_npy(fh: IO[bytes], shape: tuple[int, ...], dtype: np.dtype | type, ite
         a = np.ascontiguousarray(item, dtype=dtype)
         if a.shape != tuple(shape[1:]):
             raise ValueError(f"item {count} has shape {a.shape}; expected {tuple(shape[1:])}")
-        fh.write(memoryview(a).cast("B"))
+        fh.write(a.data.cast("B"))
         count += 1
     if count != shape[0]:
         raise ValueError(f"{count} items written; the header says {shape[0]}")

@@ -25,10 +25,11 @@ def two_loop(pairs: list[tuple[np.ndarray, np.ndarray]], g: np.ndarray) -> np.nd
     return r
 
 
-@pytest.mark.parametrize("size", [1, 3, 7])
+@pytest.mark.parametrize("size", [1, 3, 7, 8])
 def test_direction_is_the_two_loop_recursion_of_the_last_pairs(size):
     # 25 pairs through a history of `size`: the oldest are dropped and the window is moved back to
-    # the buffer's start every `size` pairs; every direction equals the recursion on the pairs kept.
+    # the buffer's start whenever it reaches the end (every pair for size 1-3, every 2nd for 8);
+    # every direction equals the recursion on the pairs kept.
     rng = np.random.default_rng(size)
     n = 12
     history, kept = CompactHistory(size, n, np.float64), []
@@ -68,7 +69,7 @@ def test_iterates_are_torchs_lbfgs_iterates_in_double_precision(line_search):
                         tolerance_grad=0.0, tolerance_change=0.0)
         trajectory = []
 
-        def closure() -> torch.Tensor:
+        def closure(optimiser: torch.optim.Optimizer = optimiser, v: torch.Tensor = v) -> torch.Tensor:
             optimiser.zero_grad()
             loss = _rosenbrock(v)
             loss.backward()
@@ -94,7 +95,7 @@ def test_stops_where_torch_stops_at_the_gradient_tolerance():
         v = torch.ones(3, dtype=torch.float64, requires_grad=True)
         optimiser = cls([v], max_iter=50, line_search_fn="strong_wolfe", tolerance_grad=1e-9, tolerance_change=0.0)
 
-        def closure() -> torch.Tensor:
+        def closure(optimiser: torch.optim.Optimizer = optimiser, v: torch.Tensor = v) -> torch.Tensor:
             optimiser.zero_grad()
             loss = 0.5 * v @ a @ v
             loss.backward()
@@ -113,6 +114,10 @@ def test_parameters_must_be_on_the_cpu_and_in_one_group():
         CompactLBFGS([{"params": [torch.zeros(2, requires_grad=True)]}, {"params": [torch.zeros(2, requires_grad=True)]}])
     with pytest.raises(ValueError, match="strong_wolfe"):
         CompactLBFGS([torch.zeros(2, requires_grad=True)], line_search_fn="backtracking")
+    with pytest.raises(ValueError, match=r"float32 or float64 parameters of one dtype; got \['torch.bfloat16'\]"):
+        CompactLBFGS([torch.zeros(2, dtype=torch.bfloat16, requires_grad=True)])
+    with pytest.raises(ValueError, match="of one dtype"):
+        CompactLBFGS([torch.zeros(2, requires_grad=True), torch.zeros(2, dtype=torch.float64, requires_grad=True)])
 
 
 def test_dlg_with_the_compact_lbfgs_recovers_the_image_as_torchs_does():
