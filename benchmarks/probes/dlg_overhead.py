@@ -11,9 +11,9 @@ DLG (Zhu et al., NeurIPS 2019) on its LeNet, a bundled digit, batch 1, the case 
   the compact one) over its evaluations;
 
 and, from ``cProfile`` of one such restart, the seconds per evaluation inside autograd's
-backward and inside torch's L-BFGS step itself (its two-loop recursion and line search, the
-objective excluded; torch's L-BFGS only). Last, the ceilings: each L-BFGS (torch's, the
-compact one) alone with DLG's settings (history 100, full; strong Wolfe) on as many variables
+backward and inside the L-BFGS's own code (torch's: its step, i.e. the two-loop recursion,
+and its dot/add_ calls; the compact one: its module's functions), the objective excluded.
+Last, the ceilings: each L-BFGS (torch's, the compact one) alone with DLG's settings (history 100, full; strong Wolfe) on as many variables
 (the image and the label logits) and an objective of negligible cost (the Rosenbrock
 function), per evaluation; with it, no search that keeps that L-BFGS can exceed plain /
 (plain + L-BFGS alone) of the bound once its history is full (all but the first 100 iterations; a DLG attack runs thousands). The
@@ -45,8 +45,9 @@ from vispriv.plugins.federated.deep.local import autograd_gradient, trainable
 
 
 def lbfgs_alone(n_vars: int, warm_steps: int = 10, steps: int = 20, optimiser_class: type = torch.optim.LBFGS) -> float:
-    """Seconds per evaluation of torch's L-BFGS with DLG's settings once its history is full,
-    less the cost of the objective (the Rosenbrock function on ``n_vars`` variables)."""
+    """Seconds per evaluation of ``optimiser_class`` (torch's L-BFGS or the compact one) with DLG's
+    settings once its history is full, less the cost of the objective (the Rosenbrock function on
+    ``n_vars`` variables)."""
     generator = torch.Generator().manual_seed(0)
     v = (torch.rand(n_vars, generator=generator) * 2 - 1).requires_grad_(True)
 
@@ -110,9 +111,12 @@ def main() -> None:
         profile.disable()
         stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
         backward = sum(v[2] for k, v in stats.items() if "run_backward" in k[2])
-        lbfgs_own = sum(v[2] for k, v in stats.items() if k[0].endswith("optim/lbfgs.py") and k[2] == "step")
-        ops = sum(v[2] for k, v in stats.items() if k[2] in ("<method 'add_' of 'torch._C.TensorBase' objects>",
-                                                              "<method 'dot' of 'torch._C.TensorBase' objects>"))
+        if args.lbfgs == "torch":
+            lbfgs_own = sum(v[2] for k, v in stats.items() if k[0].endswith("optim/lbfgs.py") and k[2] == "step")
+            ops = sum(v[2] for k, v in stats.items() if k[2] in ("<method 'add_' of 'torch._C.TensorBase' objects>",
+                                                                  "<method 'dot' of 'torch._C.TensorBase' objects>"))
+        else:  # every function of the compact L-BFGS's module; its array operations are C calls cProfile does not list
+            lbfgs_own = sum(v[2] for k, v in stats.items() if k[0].endswith("deep/lbfgs.py"))
         rows = [("plain", bound_seconds(plain, "cpu", args.reps)), ("search objective", bound_seconds(objective, "cpu", args.reps)),
                 ("search", search)]
     print(f"torch {torch.__version__}; DLG LeNet, one CPU thread; {run.evaluations} evaluations in {args.steps} steps")
@@ -121,9 +125,10 @@ def main() -> None:
     for name, seconds in rows:
         print(f"| {name} | {seconds * 1e3:.2f} | {seconds / rows[0][1]:.2f} |")
     n = profiled.evaluations
+    own = (f"torch's L-BFGS step's own code {lbfgs_own / n * 1e3:.2f} ms and its dot/add_ operations {ops / n * 1e3:.2f} ms"
+           if args.lbfgs == "torch" else f"the compact L-BFGS's own code {lbfgs_own / n * 1e3:.2f} ms")
     print(f"\ncProfile of one restart ({n} evaluations; profiled times run slower): autograd backward "
-          f"{backward / n * 1e3:.2f} ms, torch's L-BFGS step's own code {lbfgs_own / n * 1e3:.2f} ms and its "
-          f"dot/add_ operations {ops / n * 1e3:.2f} ms per evaluation")
+          f"{backward / n * 1e3:.2f} ms, {own} per evaluation")
     n_vars = int(x[0].numel()) + n_classes
     for name, optimiser_class in (("torch's L-BFGS", torch.optim.LBFGS), ("the compact L-BFGS", CompactLBFGS)):
         with torch_threads(1):

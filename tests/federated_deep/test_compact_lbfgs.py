@@ -28,8 +28,9 @@ def two_loop(pairs: list[tuple[np.ndarray, np.ndarray]], g: np.ndarray) -> np.nd
 @pytest.mark.parametrize("size", [1, 3, 7, 8])
 def test_direction_is_the_two_loop_recursion_of_the_last_pairs(size):
     # 25 pairs through a history of `size`: the oldest are dropped and the window is moved back to
-    # the buffer's start whenever it reaches the end (every pair for size 1-3, every 2nd for 8);
-    # every direction equals the recursion on the pairs kept.
+    # the buffer's start whenever it reaches the end (every pair for sizes 1, 3 and 7, every 2nd
+    # for 8); every direction, the one that stores a pair and one that stores none, equals the
+    # recursion on the pairs kept.
     rng = np.random.default_rng(size)
     n = 12
     history, kept = CompactHistory(size, n, np.float64), []
@@ -37,8 +38,9 @@ def test_direction_is_the_two_loop_recursion_of_the_last_pairs(size):
     for _ in range(25):
         s = rng.normal(size=n)
         y = s + 0.4 * rng.normal(size=n)  # s . y > 0
-        history.add(s, y)
+        g = rng.normal(size=n)
         kept = [*kept, (s, y)][-size:]
+        np.testing.assert_allclose(history.direction(g, s, y), two_loop(kept, g), rtol=1e-9, atol=1e-12)
         assert len(history) == len(kept)
         assert history.gamma == pytest.approx((s @ y) / (y @ y), rel=1e-12)
         g = rng.normal(size=n)
@@ -47,8 +49,8 @@ def test_direction_is_the_two_loop_recursion_of_the_last_pairs(size):
 
 def test_a_cleared_history_gives_steepest_descent_again():
     history = CompactHistory(2, 3, np.float64)
-    history.add(np.array([1.0, 0.0, 0.0]), np.array([2.0, 0.0, 0.0]))
-    assert not np.array_equal(history.direction(np.ones(3)), -np.ones(3))
+    assert not np.array_equal(history.direction(np.ones(3), np.array([1.0, 0.0, 0.0]), np.array([2.0, 0.0, 0.0])),
+                              -np.ones(3))
     history.clear()
     assert len(history) == 0 and history.gamma == 1.0
     assert np.array_equal(history.direction(np.ones(3)), -np.ones(3))

@@ -53,13 +53,13 @@ SLACK = 0.25
 
 
 class CompactHistory:
-    """The last ``size`` pairs ``(s_i, y_i)`` of L-BFGS with ``SᵀY`` and ``YᵀY``, and the
-    direction ``-H g`` of their compact representation (module docstring).
+    """The last ``size`` pairs ``(s_i, y_i)`` of L-BFGS with ``R`` (the upper triangle of
+    ``SᵀY``) and ``YᵀY``, and the direction ``-H g`` of their compact representation (module docstring).
 
     The pairs are kept in the parameters' precision (float32 for DLG, the two-loop recursion's
     own: the history is read from memory twice per iteration, and in float32 that is half the
     bytes); every product of two vectors is computed directly (as the two-loop recursion
-    computes its own), and ``SᵀY``, ``YᵀY`` and the small triangular systems are in double
+    computes its own), and ``R``, ``YᵀY`` and the small triangular systems are in double
     precision.
     """
 
@@ -67,7 +67,7 @@ class CompactHistory:
         self.size, self.n = size, n
         capacity = size + max(1, int(size * SLACK))
         self.pairs = np.zeros((capacity, 2, n), dtype=dtype)  # row i: (s_i, y_i), a window [start, end) in use
-        self.sy = np.zeros((capacity, capacity))  # sy[i, j] = s_i . y_j
+        self.sy = np.zeros((capacity, capacity))  # sy[i, j] = s_i . y_j for i <= j (R; below it: unused)
         self.yy = np.zeros((capacity, capacity))  # yy[i, j] = y_i . y_j
         self.start = self.end = 0
         self.gamma = 1.0
@@ -85,7 +85,7 @@ class CompactHistory:
         with no pair stored.
 
         The stored pairs are read twice per call: once for their products with ``g`` and with
-        the new pair (one matrix product with three columns), once to combine them into ``H g``.
+        the new ``y`` (one matrix product with two columns), once to combine them into ``H g``.
         """
         if s is not None and y is not None:
             projected = self._store(s, y, g)
@@ -106,10 +106,6 @@ class CompactHistory:
         d += np.asarray(gamma, dtype=d.dtype) * g
         return np.negative(d, out=d)
 
-    def add(self, s: np.ndarray, y: np.ndarray) -> None:
-        """Store the pair ``(s, y)`` without a gradient to project (:meth:`direction` does both)."""
-        self._store(s, y, np.zeros(self.n, dtype=self.pairs.dtype))
-
     def _store(self, s: np.ndarray, y: np.ndarray, g: np.ndarray) -> np.ndarray:
         """Add the pair; the window's products with ``g`` (``s_j . g``, ``y_j . g`` interleaved)."""
         if len(self) == self.size:
@@ -121,12 +117,11 @@ class CompactHistory:
                 matrix[:k, :k] = matrix[a:b, a:b]
             self.start, self.end = 0, k
         i, a = self.end, self.start
-        # rows: . g, . y, . s; columns: s_j, y_j interleaved
-        products = np.stack([g, y, s]) @ self.pairs[a:i].reshape(-1, self.n).T
+        # rows: . g, . y; columns: s_j, y_j interleaved. R needs s_j . y (j older), not s . y_j.
+        products = np.stack([g, y]) @ self.pairs[a:i].reshape(-1, self.n).T
         self.pairs[i, 0], self.pairs[i, 1] = s, y
         self.sy[a:i, i] = products[1, 0::2]
         self.yy[a:i, i] = self.yy[i, a:i] = products[1, 1::2]
-        self.sy[i, a:i] = products[2, 1::2]
         self.sy[i, i], self.yy[i, i] = s @ y, y @ y
         self.end = i + 1
         self.gamma = float(self.sy[i, i] / self.yy[i, i])
@@ -197,7 +192,7 @@ class CompactLBFGS(torch.optim.Optimizer):
         """Up to ``max_iter`` iterations (torch's ``LBFGS.step``, the direction excepted).
 
         The bookkeeping between evaluations runs on numpy views of the flat gradient and
-        direction (float32, as torch's), the pair ``(s, y)`` in double precision.
+        direction, in the parameters' precision as torch's does (:class:`CompactHistory`).
         """
         group = self.param_groups[0]
         lr, max_iter, max_eval = float(group["lr"]), group["max_iter"], group["max_eval"]
