@@ -47,6 +47,38 @@ LIFTING_VERSION = "1.0"
 DEFAULT_POSES_FILE = "queries_gt.txt"
 
 
+class _MixedSizes(Exception):
+    """The lifting photos do not share one size."""
+
+
+def write_photo_stack(fh: IO[bytes], paths: list[Path], max_side: int | None, side: int) -> None:
+    """The photos at ``paths`` (at most ``max_side`` px) as one float32 ``.npy`` in ``fh``, a photo at a
+    time: as they are when they share one size (one decoding pass), else all square-resized to ``side``
+    (the file restarted and the photos decoded again)."""
+
+    def photos() -> Iterator[np.ndarray]:
+        return (load_photo(p, max_side)[0] for p in paths)
+
+    def same_size() -> Iterator[np.ndarray]:
+        shape = None
+        for photo in photos():
+            shape = shape or photo.shape
+            if photo.shape != shape:
+                raise _MixedSizes
+            yield photo
+
+    def write(items: Iterator[np.ndarray]) -> None:
+        first = next(items)
+        write_npy(fh, (len(paths), *first.shape), np.float32, chain([first], items))
+
+    try:
+        write(same_size())
+    except _MixedSizes:
+        fh.seek(0)
+        fh.truncate()
+        write(square_resize(photo, side) for photo in photos())
+
+
 class Localisation(Dataset):
     """Visual localisation benchmark (hloc layout) or the SIMULATED room; utility = % queries localised."""
 
@@ -122,16 +154,7 @@ class Localisation(Dataset):
         if not paths:
             raise InputError("the localisation benchmark has no reference photo")
         max_side, side = self.config.protocol.max_side, self.config.lifting_size
-
-        def photos() -> Iterator[np.ndarray]:
-            return (load_photo(p, max_side)[0] for p in paths)
-
-        def write(fh: IO[bytes]) -> None:
-            resized = len({photo.shape for photo in photos()}) != 1  # a first pass decodes each photo for its size
-            items = (square_resize(photo, side) if resized else photo for photo in photos())
-            first = next(items)
-            write_npy(fh, (len(paths), *first.shape), np.float32, chain([first], items))
-
-        files = [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in paths]
-        with cache.big_file("localisation-lifting", (LIFTING_VERSION, files, max_side, side), ".npy", write) as fh:
+        files = [(str(p), st.st_size, st.st_mtime_ns) for p in paths for st in [p.stat()]]
+        with cache.big_file("localisation-lifting", (LIFTING_VERSION, files, max_side, side), ".npy",
+                            lambda fh: write_photo_stack(fh, paths, max_side, side)) as fh:
             return Images(map_npy(fh), names)
