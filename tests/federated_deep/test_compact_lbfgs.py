@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 import numpy as np
 import pytest
 import torch
@@ -107,6 +108,26 @@ def test_stops_where_torch_stops_at_the_gradient_tolerance():
         assert float((a @ v).detach().abs().max()) <= 1e-9  # the gradient at the last iterate
         counts.append(optimiser.state[v]["n_iter"])
     assert counts[0] == counts[1] < 50
+
+
+def test_a_closure_returning_its_graphs_loss_warns_nothing():
+    # DLG's closure returns the loss still attached to its graph; reading it as a float must not
+    # raise torch's "Converting a tensor with requires_grad=True to a scalar" warning (2.13+),
+    # in the first evaluation, the line search's or the fixed-step one's.
+    for line_search in ("strong_wolfe", None):
+        v = torch.linspace(-1.2, 1.0, 6, dtype=torch.float64).requires_grad_(True)
+        optimiser = CompactLBFGS([v], lr=1 if line_search else 1e-3, max_iter=5, line_search_fn=line_search)
+
+        def closure(optimiser: torch.optim.Optimizer = optimiser, v: torch.Tensor = v) -> torch.Tensor:
+            optimiser.zero_grad()
+            loss = _rosenbrock(v)
+            loss.backward()
+            return loss
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            returned = optimiser.step(closure)
+        assert returned.requires_grad and optimiser.state[v]["func_evals"] >= 5
 
 
 def test_parameters_must_be_on_the_cpu_and_in_one_group():

@@ -184,7 +184,7 @@ class CompactLBFGS(torch.optim.Optimizer):
         """The loss and gradient at ``x + step d`` (the parameters are left there)."""
         self._move_to(x, step, parts)
         with torch.enable_grad():
-            loss = float(closure())
+            loss = float(closure().detach())
         return loss, self._flat_grad()
 
     @torch.no_grad()
@@ -202,7 +202,7 @@ class CompactLBFGS(torch.optim.Optimizer):
         state.setdefault("n_iter", 0)
         with torch.enable_grad():
             first_loss = closure()
-        loss = float(first_loss)
+        loss = float(first_loss.detach())
         evaluations = 1
         state["func_evals"] += 1
         g = self._flat_grad()
@@ -244,7 +244,7 @@ class CompactLBFGS(torch.optim.Optimizer):
                 ls_evaluations = 0
                 if n_iter != max_iter:
                     with torch.enable_grad():
-                        loss = float(closure())
+                        loss = float(closure().detach())
                     g = self._flat_grad()
                     ls_evaluations = 1
             evaluations += ls_evaluations
