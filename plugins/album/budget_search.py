@@ -18,7 +18,8 @@ Speed (the search's decisions are unchanged): nodes are evaluated ahead of the d
 search in batches of up to :data:`AHEAD_NODES` (the nodes created last and not evaluated
 yet), all their children's bounds in one array operation instead of a few small ones per
 node; the places are laid out in 8-byte words per group so that a boolean row read as
-``uint64`` gives the group hits and the place counts in a few word operations; and the
+``uint64`` gives the group hits in a few word operations, and the place counts are row sums
+of bytes (``einsum``, several times faster than ``sum(axis=1)`` on short rows); and the
 bound test runs in single precision with the running totals rounded up and the thresholds
 rounded down, so it can only find more places possible than in double precision. Each
 node's children are compared in place with their block of thresholds (contiguous per
@@ -264,7 +265,7 @@ def _evaluate_level(
     leaf = np.flatnonzero(n_possible > best_count)
     leaf_owner = owner[leaf]
     slack = (tots - removed + tol)[leaf_owner] - Bs[photo[leaf]]
-    approx = (slack >= 0).view(np.uint8).sum(axis=1, dtype=np.intp)
+    approx = _row_counts(slack >= 0)
     cuts = np.searchsorted(leaf_owner, np.arange(len(level) + 1))
     grow = (bounds > best_count) & (photo < n - 1) & (depth[owner] < d - 1)
     sel = np.flatnonzero(grow)
@@ -329,18 +330,32 @@ def _packed_layout(groups: np.ndarray) -> tuple[np.ndarray, tuple[int, int, list
 
 def _packed_hits(possible: np.ndarray, packing: tuple[int, int, list[tuple[int, int]]]) -> tuple[np.ndarray, np.ndarray]:
     """Per row of ``possible`` (columns in :func:`_packed_layout` order, padding never possible):
-    the number of groups with a possible place, and the number of possible places (per word,
-    the byte sum of its 0/1 bytes is the top byte of the word times ``0x0101010101010101``)."""
+    the number of groups with a possible place (a group's word, its members' 0/1 bytes read
+    as one ``uint64``, is non-zero) and the number of possible places (:func:`_row_counts`)."""
     single_words, n_groups, extra = packing
-    words = possible.view(np.uint64)
-    members = (words * np.uint64(0x0101010101010101)) >> np.uint64(56)
-    lone = members[:, :single_words].sum(axis=1)
-    n_possible = lone + members[:, single_words:].sum(axis=1)
-    grouped = words[:, single_words:]
+    lone = _row_counts(possible[:, : 8 * single_words])
+    n_possible = lone + _row_counts(possible[:, 8 * single_words :])
+    grouped = possible.view(np.uint64)[:, single_words:]
     hit = grouped[:, :n_groups].copy() if extra else grouped[:, :n_groups]
     for word, group in extra:
         hit[:, group] |= grouped[:, word]
-    return lone + np.count_nonzero(hit, axis=1), n_possible
+    return lone + _row_counts(hit != 0), n_possible
+
+
+#: Columns summed at once as bytes by :func:`_row_counts`: their count fits in a byte.
+_BYTE_COLUMNS = 255
+
+
+def _row_counts(flags: np.ndarray) -> np.ndarray:
+    """Number of ``True`` per row of a 2-D boolean array: the bytes summed as bytes by
+    ``einsum`` (along a short row several times faster than ``sum(axis=1)``, which loops per
+    row, and with no widening copy) in chunks of :data:`_BYTE_COLUMNS` columns, whose count
+    cannot overflow a byte."""
+    as_bytes = flags.view(np.uint8)
+    total = np.zeros(len(flags), dtype=np.intp)
+    for start in range(0, flags.shape[1], _BYTE_COLUMNS):
+        total += np.einsum("ij->i", as_bytes[:, start : start + _BYTE_COLUMNS])
+    return total
 
 
 def _group_layout(groups: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:

@@ -264,6 +264,21 @@ def test_packed_hits_count_groups_and_places():
         assert np.array_equal(n_possible, possible.sum(axis=1))
 
 
+def test_packed_hits_count_past_a_byte():
+    # Counts are summed as bytes 255 columns at a time: 700 places, 600 of them alone, all
+    # possible in one row (700 places, 650 groups), none in another, one in the third.
+    groups = np.r_[np.arange(600), 600 + np.arange(100) // 2]
+    possible = np.zeros((3, 700), dtype=bool)
+    possible[0] = True
+    possible[2, 650] = True
+    columns, packing = _packed_layout(groups)
+    packed = np.zeros((3, len(columns)), dtype=bool)
+    packed[:, columns >= 0] = possible[:, columns[columns >= 0]]
+    hit, n_possible = _packed_hits(packed, packing)
+    assert hit.tolist() == [650, 0, 1]
+    assert n_possible.tolist() == [700, 0, 1]
+
+
 def _one_node_at_a_time(B, tot, d, best_count, groups):
     """The search evaluating each node's children when it is popped (this package's search
     before the look-ahead batches): the reference the batched search must equal exactly."""
