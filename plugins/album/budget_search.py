@@ -35,9 +35,13 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
+
+from vispriv.plugins.album.pruning import protected_k
 
 #: The search stops (result not proven) after this many nodes, unless the caller passes
 #: ``node_limit=None`` (the deadline alone; :func:`vispriv.plugins.album.milp.fast_budget`
@@ -96,6 +100,7 @@ def branch_and_bound(
     groups: np.ndarray | None = None,
     count: Callable[[np.ndarray], int] | None = None,
     stats: dict[str, int] | None = None,
+    workers: int = 1,
 ) -> tuple[np.ndarray | None, int, bool]:
     """Deletion set (row indices of ``B``) beating ``best_count`` places, if one exists.
 
@@ -117,52 +122,149 @@ def branch_and_bound(
     node limit alone then stops the search, after the same nodes on every machine.
     ``stats["nodes"]`` (when given) receives the number of nodes expanded, the search's
     machine-independent measure of work.
+
+    ``workers > 1``: the search runs in this process for
+    :data:`vispriv.plugins.album.parallel_search.SPLIT_AFTER` nodes and, if it has not finished,
+    splits what is left among that many processes
+    (:func:`vispriv.plugins.album.parallel_search.split_search`). A search that finishes
+    returns the same rows, count and status as in one process, after more nodes where a best
+    count found in one subtree would have pruned another; the node limit counts the split
+    search's nodes (the same for any ``workers > 1``), so a search it stops is stopped on
+    every machine, though not at the node where one process stops. ``count`` must then be
+    picklable (:class:`KeptCount`; the default is).
     """
     n = len(B)
     stats = {} if stats is None else stats
     stats["nodes"] = 0
     if count is None:
-        count = lambda rows: int(np.sum(tot - B[rows].sum(axis=0) >= 0))  # noqa: E731
+        count = TotalsCount(B, tot)
     best_rows: np.ndarray | None = None
     if count(np.zeros(0, dtype=int)) > best_count:
         best_count, best_rows = count(np.zeros(0, dtype=int)), np.zeros(0, dtype=int)
     if n == 0 or d == 0:
         return best_rows, best_count, True
-    tol = TIE_TOLERANCE * max(1.0, float(np.abs(B).sum(axis=0).max(initial=0.0)), float(np.abs(tot).max(initial=0.0)))
-    groups = np.arange(len(tot)) if groups is None else np.asarray(groups)
-    columns, packing = _packed_layout(groups)
-    Bs = np.zeros((n, len(columns)))
-    Bs[:, columns >= 0] = B[:, columns[columns >= 0]]
-    tots = np.where(columns >= 0, tot[columns], NEVER)
-    R = suffix_relief(Bs, d)
-    # child_bar[r - 1, i]: the running-total threshold per place for the child that deletes
-    # photo i with r - 1 deletions left (``left_j - B_ij >= R[i + 1, r - 1, j]``).
-    child_bar = _rounded_down(np.stack([Bs + R[1:, k] for k in range(d)]).reshape(d * n, -1))
-    # The search creates about one list per node and no reference cycles: the cyclic garbage
-    # collector, triggered by those allocations, would only rescan the growing stack.
+    prepared = Prepared.of(B, tot, d, groups)
+    limit = float("inf") if node_limit is None else node_limit
+    if workers > 1:
+        from vispriv.plugins.album.parallel_search import split_search
+
+        return split_search(prepared, best_rows, best_count, deadline, count, stats, workers, limit)
+    with paused_collector():
+        return search(prepared, [prepared.root()], best_rows, best_count, deadline, limit, count, stats)
+
+
+@dataclass(frozen=True)
+class TotalsCount:
+    """Places beating after deleting ``rows``: ``tot - B[rows].sum(0) >= 0`` (picklable)."""
+
+    B: np.ndarray
+    tot: np.ndarray
+
+    def __call__(self, rows: np.ndarray) -> int:
+        return int(np.sum(self.tot - self.B[rows].sum(axis=0) >= 0))
+
+
+@dataclass(frozen=True)
+class KeptCount:
+    """Places of ``A`` (photos x places) beating after deleting photos ``cand[rows]``, by
+    :func:`vispriv.plugins.album.pruning.protected_k` (exact ties beat), picklable."""
+
+    A: np.ndarray
+    cand: np.ndarray
+
+    def keep(self, rows: np.ndarray) -> np.ndarray:
+        keep = np.ones(len(self.A), dtype=bool)
+        keep[self.cand[rows]] = False
+        return keep
+
+    def __call__(self, rows: np.ndarray) -> int:
+        return protected_k(self.A, self.keep(rows))
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The search's arrays: ``Bs``/``tots`` (places in :func:`_packed_layout` order, padding
+    columns never possible), ``child_bar`` (single precision, rounded down: row ``(r - 1) n +
+    i`` holds the running-total threshold per place of the child that deletes photo ``i``
+    with ``r - 1`` deletions left, ``left_j - B_ij >= R[i + 1, r - 1, j]``), the tolerance
+    ``tol``, ``d``, ``n``, the packing and the number of places."""
+
+    Bs: np.ndarray
+    tots: np.ndarray
+    child_bar: np.ndarray
+    tol: float
+    d: int
+    n: int
+    packing: tuple[int, int, list[tuple[int, int]]]
+    n_places: int
+
+    @classmethod
+    def of(cls, B: np.ndarray, tot: np.ndarray, d: int, groups: np.ndarray | None) -> Prepared:
+        n = len(B)
+        tol = TIE_TOLERANCE * max(1.0, float(np.abs(B).sum(axis=0).max(initial=0.0)), float(np.abs(tot).max(initial=0.0)))
+        groups = np.arange(len(tot)) if groups is None else np.asarray(groups)
+        columns, packing = _packed_layout(groups)
+        Bs = np.zeros((n, len(columns)))
+        Bs[:, columns >= 0] = B[:, columns[columns >= 0]]
+        tots = np.where(columns >= 0, tot[columns], NEVER)
+        R = suffix_relief(Bs, d)
+        child_bar = _rounded_down(np.stack([Bs + R[1:, k] for k in range(d)]).reshape(d * n, -1))
+        return cls(Bs, tots, child_bar, tol, d, n, packing, len(tot))
+
+    def root(self) -> list:
+        """The search's first node (nothing deleted; bound: every place)."""
+        return [0, self.n_places, np.zeros_like(self.tots), (), None]
+
+    def evaluate(self, node: list, frontier: list[list], best_count: int) -> None:
+        """:func:`_evaluate` on these arrays."""
+        _evaluate(node, frontier, self.child_bar, self.Bs, self.tots, self.tol, self.d, self.n, self.packing, best_count)
+
+
+@contextmanager
+def paused_collector() -> Iterator[None]:
+    """The cyclic garbage collector paused: the search creates about one list per node and no
+    reference cycles, so collections, triggered by those allocations, would only rescan the
+    growing stack."""
     collecting = gc.isenabled()
     gc.disable()
-    limit = float("inf") if node_limit is None else node_limit
     try:
-        return _search(Bs, tots, child_bar, tol, d, n, packing, best_rows, best_count, deadline, limit, count, len(tot), stats)
+        yield
     finally:
         if collecting:
             gc.enable()
 
 
-def _search(
-    Bs: np.ndarray, tots: np.ndarray, child_bar: np.ndarray, tol: float, d: int, n: int,
-    packing: tuple[int, int, list[tuple[int, int]]], best_rows: np.ndarray | None, best_count: int,
-    deadline: float, node_limit: float, count: Callable[[np.ndarray], int], n_places: int, stats: dict[str, int],
+def best_leaf(count: Callable[[np.ndarray], int], rows: tuple, p: int, leaves: np.ndarray, approx: np.ndarray,
+              best_count: int) -> tuple[np.ndarray | None, int]:
+    """A node's leaf children (deleting photo ``p + leaves[k]`` last) in descending ``approx``
+    (their count of places with a non-negative running total, an upper bound), each counted
+    exactly while its bound beats the best count: the first reaching the highest count above
+    ``best_count`` and that count (``None`` and ``best_count`` if none beats it)."""
+    found = None
+    for k in np.argsort(-approx, kind="stable"):
+        if approx[k] <= best_count:
+            break
+        exact = count(np.array([*rows, p + leaves[k]]))
+        if exact > best_count:
+            best_count, found = exact, np.array([*rows, p + leaves[k]])
+    return found, best_count
+
+
+def search(
+    prepared: Prepared, stack: list[list], best_rows: np.ndarray | None, best_count: int,
+    deadline: float, node_limit: float, count: Callable[[np.ndarray], int], stats: dict[str, int],
+    halted: Callable[[], bool] | None = None,
 ) -> tuple[np.ndarray | None, int, bool]:
-    """The depth-first search of :func:`branch_and_bound` on its prepared arrays (nodes
-    expanded counted in ``stats["nodes"]``)."""
+    """The depth-first search of :func:`branch_and_bound` from the nodes of ``stack`` (the last
+    first), nodes expanded counted in ``stats["nodes"]``. Stopped by ``node_limit``,
+    ``deadline`` or ``halted()`` (checked with the deadline, every 256 nodes), it leaves
+    ``stack`` holding every node it has not expanded, so that the search can go on from there."""
     # A node is [p, bound, parent's removed, rows, ahead] (its removed adds row p - 1 of Bs to
     # its parent's); ``ahead`` (None until evaluated, :func:`_evaluate`) holds the highest
     # count of places with a non-negative running total over its leaf children (those that
     # may beat the best count), their offsets and counts, and its child nodes whose bound
     # beat the best count when it was evaluated.
-    stack: list[list] = [[0, n_places, np.zeros_like(tots), (), None]]
+    d, n = prepared.d, prepared.n
     frontier: list[list] = []
     nodes = 0
     while stack:
@@ -172,20 +274,17 @@ def _search(
         if bound <= best_count or r == 0 or p == n:
             continue
         nodes += 1
-        if nodes > node_limit or (nodes % 256 == 0 and time.perf_counter() >= deadline):
+        if nodes > node_limit or (nodes % 256 == 0 and (time.perf_counter() >= deadline or (halted is not None and halted()))):
+            stack.append(node)
             stats["nodes"] = nodes - 1
             return best_rows, best_count, False
         if ahead is None:
-            _evaluate(node, frontier, child_bar, Bs, tots, tol, d, n, packing, best_count)
+            prepared.evaluate(node, frontier, best_count)
             ahead = node[4]
         most, leaves, approx, kids = ahead
         if most > best_count:
-            for k in np.argsort(-approx, kind="stable"):
-                if approx[k] <= best_count:
-                    break
-                exact = count(np.array([*rows, p + leaves[k]]))
-                if exact > best_count:
-                    best_count, best_rows = exact, np.array([*rows, p + leaves[k]])
+            found, best_count = best_leaf(count, rows, p, leaves, approx, best_count)
+            best_rows = best_rows if found is None else found
         stack.extend(kid for kid in reversed(kids) if kid[1] > best_count)
     stats["nodes"] = nodes
     return best_rows, best_count, True

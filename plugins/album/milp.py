@@ -38,7 +38,7 @@ import warnings
 import cvxpy as cp
 import numpy as np
 
-from vispriv.plugins.album.budget_search import NODE_LIMIT, branch_and_bound, conflict_groups
+from vispriv.plugins.album.budget_search import NODE_LIMIT, KeptCount, branch_and_bound, conflict_groups
 from vispriv.plugins.album.pruning import PruneResult, caps, greedy_budget, keep_mask_or_none, protected_k
 from vispriv.plugins.album.solver import NodeBudget, solver_options
 from vispriv.plugins.album.surrogate import (
@@ -441,13 +441,13 @@ def _descend_budget(
 
 def _search_budget(
     A: np.ndarray, d: int, fixed: np.ndarray, c: np.ndarray, best: np.ndarray, deadline: float,
-    node_limit: int | None = NODE_LIMIT, stats: dict[str, int] | None = None,
+    node_limit: int | None = NODE_LIMIT, stats: dict[str, int] | None = None, workers: int = 1,
 ) -> tuple[np.ndarray, bool]:
     """Branch and bound over deletion sets (:mod:`vispriv.plugins.album.budget_search`) on the
     open places (neither beating nor losing under every admissible mask), with the pair
     conflicts of the surrogate test at ``N - d`` grouped into cliques for the bound;
-    ``node_limit`` (``None``: the deadline alone) and ``stats`` (nodes expanded) as in
-    :func:`vispriv.plugins.album.budget_search.branch_and_bound`."""
+    ``node_limit`` (``None``: the deadline alone), ``stats`` (nodes expanded) and ``workers``
+    as in :func:`vispriv.plugins.album.budget_search.branch_and_bound`."""
     t_min = len(A) - d
     J = np.flatnonzero(c >= t_min)
     places = J[worst_totals(A[:, J], fixed, t_min, at_least=True) < 0]
@@ -455,20 +455,12 @@ def _search_budget(
     cand = np.flatnonzero(~fixed & (relief < 0))
     cand = cand[np.argsort(relief[cand], kind="stable")]
     groups = conflict_groups(pair_compatibility(A, fixed, places, t_min), len(places))
-
-    def keep_of(rows: np.ndarray) -> np.ndarray:
-        keep = np.ones(len(A), dtype=bool)
-        keep[cand[rows]] = False
-        return keep
-
-    def count(rows: np.ndarray) -> int:
-        return protected_k(A[:, places], keep_of(rows))
-
+    count = KeptCount(A[:, places], cand)
     rows, _, proven = branch_and_bound(
         A[cand][:, places], A[:, places].sum(axis=0), d, protected_k(A[:, places], best), deadline,
-        node_limit=node_limit, groups=groups, count=count, stats=stats,
+        node_limit=node_limit, groups=groups, count=count, stats=stats, workers=workers,
     )
-    return (best if rows is None else keep_of(rows)), proven
+    return (best if rows is None else count.keep(rows)), proven
 
 
 def fast_budget(
@@ -481,6 +473,7 @@ def fast_budget(
     warm: np.ndarray | None = None,
     descend_places: int = DESCEND_PLACES,
     node_limit: int | None = None,
+    workers: int = 1,
 ) -> PruneResult:
     """Exact maximum protected-k under a budget of ``d`` deletions (4).
 
@@ -511,6 +504,11 @@ def fast_budget(
     of the time to the descending search over those many places, which has not settled an
     album that the branch and bound could not (docs/benchmarks.md). A time or node limit
     that cuts the search returns the best mask found as ``feasible``, never ``optimal``.
+
+    ``workers > 1``: the branch and bound run first with no node limit goes on in that many
+    processes after its first :data:`vispriv.plugins.album.parallel_search.SPLIT_AFTER` nodes
+    (:mod:`vispriv.plugins.album.parallel_search`): the same mask and status as with one,
+    ``work`` the nodes of the split search (the same for any ``workers > 1``).
     """
     fixed = keep_mask_or_none(fixed, len(A))
     start = time.perf_counter()
@@ -528,7 +526,7 @@ def fast_budget(
         lambda keep: _search_budget(A, d, fixed, c, keep, deadline, later_limit, stats),
     ]
     if np.sum(c >= len(A) - d) > descend_places:
-        searches = [lambda keep: _search_budget(A, d, fixed, c, keep, deadline, node_limit, stats)]
+        searches = [lambda keep: _search_budget(A, d, fixed, c, keep, deadline, node_limit, stats, workers)]
         if node_limit is None:
             searches.append(lambda keep: _descend_budget(A, d, fixed, c, keep, solver, deadline, nodes))
     for search in searches:

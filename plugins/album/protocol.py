@@ -61,12 +61,14 @@ def fixed_photos(S: np.ndarray, t: int, keep_rank: int | None, user_keep: np.nda
     return fixed
 
 
-def prune(S: np.ndarray, t: int, protocol: dict[str, Any], fixed: np.ndarray) -> PruneResult:
+def prune(S: np.ndarray, t: int, protocol: dict[str, Any], fixed: np.ndarray, workers: int = 1) -> PruneResult:
     """Run the protocol's algorithm on one album's scores ``S`` (N, M) with true place ``t``.
 
     ``greedy`` / ``greedy-budget``: section 3's baseline; ``top1-exact``: supplement B;
     ``milp-topk`` / ``milp-budget``: problems (6) / (7) in the ``fast`` or ``naive``
     formulation, or (3) / (4) by CP-SAT (``cpsat``). The budget is ``d = floor(budget * N)``.
+    ``workers``: processes for the ``fast`` budget search (not part of the protocol: it
+    changes how long a solve takes, not its result).
     """
     from vispriv.plugins.album import cpsat, milp
 
@@ -90,7 +92,8 @@ def prune(S: np.ndarray, t: int, protocol: dict[str, Any], fixed: np.ndarray) ->
     elif protocol["formulation"] == "cpsat":
         result = cpsat.solve_budget(A, d, S[:, t], fixed, time_limit=time_limit, deterministic_limit=deterministic)
     elif protocol["formulation"] == "fast":
-        result = milp.fast_budget(A, d, S[:, t], fixed, solver=solver, time_limit=time_limit, node_limit=node_limit)
+        result = milp.fast_budget(A, d, S[:, t], fixed, solver=solver, time_limit=time_limit, node_limit=node_limit,
+                                  workers=workers)
     else:
         result = milp.naive_budget(A, d, fixed, solver=solver, time_limit=time_limit, node_limit=node_limit)
     result.seconds = time.perf_counter() - start

@@ -90,7 +90,7 @@ class NoPruning(Defense):
         )
 
 
-_SOLVER = frozenset({"formulation", "solver", "time_limit", "node_limit", "deterministic_limit"})
+_SOLVER = frozenset({"formulation", "solver", "time_limit", "node_limit", "deterministic_limit", "workers"})
 #: The settings each album-pruning mode does not read (left out of its label).
 IGNORED_BY_MODE: dict[str, frozenset[str]] = {
     "greedy": _SOLVER | {"budget"},
@@ -129,6 +129,10 @@ class AlbumPruning(Defense):
         deterministic_limit: float | None = Field(
             None, gt=0, description="CP-SAT deterministic seconds per album, formulation cpsat (null: none)"
         )
+        workers: int = Field(
+            1, ge=1, description="processes for the fast budget search (milp-budget, formulation fast): a search not "
+            "finished after its first 50,000 nodes is split among them; the same masks and status for any value"
+        )
         theta: float = Field(0.0, ge=0, description="black-box margin added to the true place's proxy scores (eq. 8)")
         scores_from: Literal["proxy", "adversary"] = "proxy"
         keep_rank: int | None = Field(None, ge=1, description="keep the photo ranked r-th by true-place score (Fig. 2)")
@@ -138,6 +142,7 @@ class AlbumPruning(Defense):
             the top-k ones), and the work limit of the formulations not chosen."""
             other = frozenset({"node_limit"} if self.formulation == "cpsat" else set())
             other |= frozenset({"deterministic_limit"} if self.formulation != "cpsat" else set())
+            other |= frozenset({"workers"} if (self.mode, self.formulation) != ("milp-budget", "fast") else set())
             return IGNORED_BY_MODE[self.mode] | other
 
     name = "album-pruning"
@@ -162,7 +167,7 @@ class AlbumPruning(Defense):
             user_keep = None if private.keep is None else private.keep[private.offsets[a] : private.offsets[a + 1]]
             if cfg.keep_rank is not None and cfg.keep_rank > len(S):
                 raise InputError(f"keep_rank {cfg.keep_rank} exceeds album {private.ids[a]} of {len(S)} photos")
-            result = prune(S, t, protocol, fixed_photos(S, t, cfg.keep_rank, user_keep))
+            result = prune(S, t, protocol, fixed_photos(S, t, cfg.keep_rank, user_keep), workers=cfg.workers)
             keep = result.keep if result.keep is not None else np.ones(len(S), dtype=bool)
             A, _ = advantage(S, t, cfg.theta)
             if protected_k(A, np.ones(len(S), bool)) < cfg.k and result.keep is not None:

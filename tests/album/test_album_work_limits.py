@@ -103,6 +103,26 @@ def test_work_limits_are_left_out_of_labels_where_they_do_not_apply():
     assert config_label("album-pruning", sat) == "album-pruning(deterministic_limit=1,formulation=cpsat,mode=milp-budget)"
 
 
+def test_workers_are_named_only_where_the_fast_budget_search_reads_them(monkeypatch):
+    """``workers`` is read by the ``fast`` budget search alone, and reaches it from the defense."""
+    fast = AlbumPruning.Config(mode="milp-budget", workers=2)
+    assert config_label("album-pruning", fast) == "album-pruning(mode=milp-budget,workers=2)"
+    for other in (AlbumPruning.Config(mode="milp-topk", workers=2), AlbumPruning.Config(mode="greedy-budget", workers=2),
+                  AlbumPruning.Config(mode="milp-budget", formulation="cpsat", workers=2)):
+        assert "workers" not in config_label("album-pruning", other)
+    seen = []
+
+    def fast_budget(*args, workers=1, **kwargs):
+        seen.append(workers)
+        return milp.greedy_budget(np.column_stack([args[2], args[2]]), 0, args[1])
+
+    monkeypatch.setattr(milp, "fast_budget", fast_budget)
+    S, _ = _album(3, 8, 6)
+    prune(S, 0, public_protocol("album-pruning", fast.model_dump()), np.zeros(len(S), dtype=bool), workers=3)
+    assert seen == [3]
+    assert "workers" not in public_protocol("album-pruning", fast.model_dump())
+
+
 def _highs_case(formulation: str):
     """An album whose exact top-k solve explores several HiGHS nodes (``fast``: 3 over its MILPs;
     ``naive``: one MILP of a few dozen), with the solve and its node count."""

@@ -1,0 +1,177 @@
+"""The budget branch and bound split among worker processes, with the result of one process.
+
+:func:`vispriv.plugins.album.budget_search.branch_and_bound` with ``workers > 1`` runs its
+depth-first search here. The search first runs in this process for :data:`SPLIT_AFTER` nodes
+(most albums are proven before that, and then nothing changes); what is left -- its stack --
+is split into at least :data:`SPLIT_TASKS` subtrees, by expanding the shallowest node left
+(the largest subtree, as the photos are ordered) until there are that many, and the subtrees
+are searched by ``workers`` processes (``spawn``: no state of this process is inherited).
+
+**The same answer as one process.** Every subtree starts from the same best count, the one
+the search had at the split, and the results are read in the depth-first order of the
+search: the leaf children of a node before its child nodes, subtrees in the order the
+search would pop them. The answer is the first set in that order with the highest count:
+the set a single depth-first search returns, since it records a set only when it beats
+every count before it. A subtree cannot use a better count found in another (no shared
+state), so where the search improves on its starting count after the split, it expands
+more nodes than in one process; the split does not depend on ``workers``, so neither do the
+nodes (``stats["nodes"]``: this process's nodes, the expanded ones included, plus every
+subtree's). A deadline stops every subtree (results unproven); there is no node limit
+(``branch_and_bound`` keeps a node-limited search in one process).
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+
+from vispriv.plugins.album.budget_search import Prepared, best_leaf, paused_collector, search
+
+#: Nodes expanded in this process before the rest is split (about a second or two; most
+#: albums of examples/album.yaml are proven within it).
+SPLIT_AFTER = 50_000
+#: Subtrees the rest is split into, at least (where the tree has that many): a fixed number,
+#: so that the nodes expanded do not depend on the number of workers.
+SPLIT_TASKS = 256
+
+
+def split_search(
+    prepared: Prepared, best_rows: np.ndarray | None, best_count: int, deadline: float,
+    count: Callable[[np.ndarray], int], stats: dict[str, int], workers: int, node_limit: float = math.inf,
+) -> tuple[np.ndarray | None, int, bool]:
+    """:func:`vispriv.plugins.album.budget_search.branch_and_bound`'s search on ``workers``
+    processes after :data:`SPLIT_AFTER` nodes here (module docstring); returns ``(rows or
+    None, count, proven)`` as it does, with ``stats["nodes"]`` the split search's nodes."""
+    stack = [prepared.root()]
+    with paused_collector():
+        best_rows, best_count, finished = search(prepared, stack, best_rows, best_count, deadline,
+                                                 min(SPLIT_AFTER, node_limit), count, stats)
+    if finished or time.perf_counter() >= deadline or stats["nodes"] >= node_limit:
+        return best_rows, best_count, finished
+    items, expanded = _split(prepared, stack[::-1], best_count, count)
+    used = stats["nodes"] + expanded
+    found = [(best_count, best_rows)]
+    if used > node_limit:  # the expanded nodes passed the limit: their leaves are all there is
+        stats["nodes"] = used
+        found += [item for kind, item in items if kind == "leaves"]  # type: ignore[misc]
+        return (*_first_best(found), False)
+    subtrees = [item for kind, item in items if kind == "subtree"]
+    outcomes = _search_subtrees(prepared, subtrees, count, best_count, deadline, workers, node_limit - used)
+    proven = True
+    for kind, item in items:
+        if kind == "leaves":
+            found.append(item)  # type: ignore[arg-type]
+            continue
+        outcome = next(outcomes, None)
+        if outcome is None:  # the node limit passed in an earlier subtree
+            proven = False
+            break
+        rows, subtree_count, subtree_nodes, done = outcome
+        used += subtree_nodes
+        if not done or used > node_limit:
+            proven = False
+            break
+        found.append((subtree_count, rows))
+    outcomes.close()
+    stats["nodes"] = used
+    return (*_first_best(found), proven)
+
+
+def _first_best(found: list[tuple[int, np.ndarray | None]]) -> tuple[np.ndarray | None, int]:
+    """The first set of ``found`` (``(count, rows)`` in the search's order) with the highest count."""
+    top = max(c for c, _ in found)
+    return next(r for c, r in found if c == top), top
+
+
+def _search_subtrees(
+    prepared: Prepared, subtrees: list, count: Callable[[np.ndarray], int], best_count: int, deadline: float,
+    workers: int, node_budget: float,
+) -> Iterator[tuple[np.ndarray | None, int, int, bool]]:
+    """:func:`_search_subtree` of each subtree on up to ``workers`` processes, yielded in the
+    subtrees' order; a subtree stops after ``node_budget`` nodes, and once the subtrees yielded
+    have used up ``node_budget`` together, the others are stopped and nothing more is yielded
+    (closing the generator also stops them)."""
+    if not subtrees:
+        return
+    seconds_left = deadline - time.perf_counter()
+    context = multiprocessing.get_context("spawn")
+    halt = context.Event()
+    # The shallowest (largest) subtrees first, so that no large one is left to run alone at the end.
+    order = sorted(range(len(subtrees)), key=lambda i: len(subtrees[i][3]))
+    pool = ProcessPoolExecutor(min(workers, len(subtrees)), mp_context=context, initializer=_start_worker,
+                               initargs=(prepared, count, best_count, seconds_left, node_budget, halt))
+    try:
+        futures = {i: pool.submit(_search_subtree, subtrees[i]) for i in order}
+        spent = 0
+        for i in range(len(subtrees)):
+            outcome = futures[i].result()
+            spent += outcome[2]
+            yield outcome
+            if spent > node_budget:
+                return
+    finally:
+        halt.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _split(prepared: Prepared, order: list[list], best_count: int, count: Callable[[np.ndarray], int]) -> tuple[list[tuple[str, object]], int]:
+    """``order`` (nodes in the order the search would pop them) as items in that order:
+    ``("subtree", node)`` to search, ``("leaves", (count, rows))`` for the leaf children of a
+    node expanded here (their best set above ``best_count``, ``rows`` ``None`` if none).
+    Expands the shallowest subtree (the first of them) while fewer than :data:`SPLIT_TASKS`
+    are left and one can be expanded; returns the items and the nodes expanded."""
+    d, n = prepared.d, prepared.n
+    items: list[tuple[str, object]] = [("subtree", _unevaluated(node)) for node in order if _open(node, best_count, d, n)]
+    expanded = 0
+    while sum(kind == "subtree" for kind, _ in items) < SPLIT_TASKS:
+        depths = [len(item[3]) if kind == "subtree" else math.inf for kind, item in items]  # type: ignore[index]
+        if not depths or min(depths) == math.inf:
+            break
+        at = depths.index(min(depths))
+        node = items[at][1]
+        prepared.evaluate(node, [], best_count)  # type: ignore[arg-type]
+        expanded += 1
+        p, _, _, rows, (most, leaves, approx, kids) = node  # type: ignore[misc]
+        leaf = best_leaf(count, rows, p, leaves, approx, best_count) if most > best_count else (None, best_count)
+        children = [("subtree", kid) for kid in kids if _open(kid, best_count, d, n)]
+        items[at : at + 1] = [("leaves", (leaf[1], leaf[0])), *children]
+    return items, expanded
+
+
+def _open(node: list, best_count: int, d: int, n: int) -> bool:
+    """Whether the search would expand ``node`` (the test it applies when popping one)."""
+    p, bound, _, rows, _ = node
+    return bound > best_count and len(rows) < d and p < n
+
+
+def _unevaluated(node: list) -> list:
+    """``node`` without its look-ahead evaluation (re-done where it is searched; it does not
+    change the search's decisions), so that it is small to send."""
+    return [*node[:4], None]
+
+
+_WORKER: dict[str, object] = {}
+
+
+def _start_worker(prepared: Prepared, count: Callable[[np.ndarray], int], best_count: int, seconds_left: float,
+                  node_budget: float, halt: object) -> None:
+    """A worker's state: the arrays, the count, the starting best count, its deadline, the
+    node limit of each subtree and the parent's stop signal."""
+    _WORKER.update(prepared=prepared, count=count, best_count=best_count, node_budget=node_budget, halt=halt,
+                   deadline=time.perf_counter() + seconds_left if math.isfinite(seconds_left) else math.inf)
+
+
+def _search_subtree(node: list) -> tuple[np.ndarray | None, int, int, bool]:
+    """One subtree's search from the split's best count: its best set (``None`` if none beats
+    that count), its count, its nodes and whether it finished."""
+    stats: dict[str, int] = {}
+    with paused_collector():
+        rows, found, finished = search(_WORKER["prepared"], [node], None, _WORKER["best_count"],  # type: ignore[arg-type]
+                                       _WORKER["deadline"], _WORKER["node_budget"], _WORKER["count"], stats,  # type: ignore[arg-type]
+                                       halted=_WORKER["halt"].is_set)  # type: ignore[attr-defined]
+    return rows, found, stats["nodes"], finished
