@@ -11,6 +11,9 @@ look-ahead order, so both must report the same nodes, status and protected-k.
     git show 1e3ecb7:plugins/album/budget_search.py > /tmp/old_budget_search.py
     .venv/bin/python benchmarks/album_budget_memory.py --albums 10:200000 10:1200000 12:0 \\
         --old-module /tmp/old_budget_search.py --repeats 2
+
+A module from before ``KeptCount`` and ``workers`` (ce0f1c0 and older) is adapted to the
+current milp (:func:`_adapt`); the search itself is the old one.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ def child(data: str, album: int, nodes: int, old_module: str) -> None:
         sys.path.insert(0, str(Path(__file__).parent))
         from dictionary_memory import load_module
 
-        load_module(old_module, "vispriv.plugins.album.budget_search")
+        _adapt(load_module(old_module, "vispriv.plugins.album.budget_search"))
     from vispriv.plugins.album import milp
     from vispriv.plugins.album.pruning import protected_k
 
@@ -44,6 +47,35 @@ def child(data: str, album: int, nodes: int, old_module: str) -> None:
     print(json.dumps(dict(seconds=time.perf_counter() - start, nodes=int(result.work), status=result.status,
                           protected_k=int(protected_k(A, result.keep)),
                           peak_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)))
+
+
+def _adapt(module) -> None:  # type: ignore[no-untyped-def]
+    """Give a ``budget_search.py`` from before ``KeptCount`` and ``workers`` (commit ce0f1c0
+    and older) what milp imports and passes now: the package's ``KeptCount`` and a
+    ``branch_and_bound`` that takes ``workers`` (always 1 here) and calls the old one."""
+    if hasattr(module, "KeptCount"):
+        return
+    from vispriv.plugins.album.pruning import protected_k
+
+    class KeptCount:
+        def __init__(self, A: np.ndarray, cand: np.ndarray) -> None:
+            self.A, self.cand = A, cand
+
+        def keep(self, rows: np.ndarray) -> np.ndarray:
+            keep = np.ones(len(self.A), dtype=bool)
+            keep[self.cand[rows]] = False
+            return keep
+
+        def __call__(self, rows: np.ndarray) -> int:
+            return protected_k(self.A, self.keep(rows))
+
+    search = module.branch_and_bound
+
+    def branch_and_bound(*args, workers: int = 1, **kwargs):  # type: ignore[no-untyped-def]
+        return search(*args, **kwargs)
+
+    module.KeptCount = KeptCount
+    module.branch_and_bound = branch_and_bound
 
 
 def main() -> None:
