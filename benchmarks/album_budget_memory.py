@@ -36,7 +36,9 @@ def child(data: str, album: int, nodes: int, old_module: str) -> None:
         sys.path.insert(0, str(Path(__file__).parent))
         from dictionary_memory import load_module
 
-        _adapt(load_module(old_module, "vispriv.plugins.album.budget_search"))
+        from vispriv.plugins.album.budget_search import KeptCount
+
+        _adapt(load_module(old_module, "vispriv.plugins.album.budget_search"), KeptCount)
     from vispriv.plugins.album import milp
     from vispriv.plugins.album.pruning import protected_k
 
@@ -49,32 +51,19 @@ def child(data: str, album: int, nodes: int, old_module: str) -> None:
                           peak_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)))
 
 
-def _adapt(module) -> None:  # type: ignore[no-untyped-def]
+def _adapt(module, kept_count: type) -> None:  # type: ignore[no-untyped-def]
     """Give a ``budget_search.py`` from before ``KeptCount`` and ``workers`` (commit ce0f1c0
-    and older) what milp imports and passes now: the package's ``KeptCount`` and a
-    ``branch_and_bound`` that takes ``workers`` (always 1 here) and calls the old one."""
+    and older) what milp imports and passes now: the package's own ``KeptCount`` (it only
+    counts) and a ``branch_and_bound`` that takes ``workers`` (always 1 here) and calls the
+    old one."""
     if hasattr(module, "KeptCount"):
         return
-    from vispriv.plugins.album.pruning import protected_k
-
-    class KeptCount:
-        def __init__(self, A: np.ndarray, cand: np.ndarray) -> None:
-            self.A, self.cand = A, cand
-
-        def keep(self, rows: np.ndarray) -> np.ndarray:
-            keep = np.ones(len(self.A), dtype=bool)
-            keep[self.cand[rows]] = False
-            return keep
-
-        def __call__(self, rows: np.ndarray) -> int:
-            return protected_k(self.A, self.keep(rows))
-
     search = module.branch_and_bound
 
     def branch_and_bound(*args, workers: int = 1, **kwargs):  # type: ignore[no-untyped-def]
         return search(*args, **kwargs)
 
-    module.KeptCount = KeptCount
+    module.KeptCount = kept_count
     module.branch_and_bound = branch_and_bound
 
 
