@@ -32,7 +32,9 @@ lint: setup
 # `make test` in fresh clones on the idle 2-core AVX-512 machine, 2026-11-27: 901 passed in 4 min
 # 36 s of pytest (6 min 8 s with the venv); at 58ce113, 928 passed in 4 min 49 s; at 8d8a85a (the
 # Flower simulation shared between workers), 938 passed in 4 min 49 s; 2026-11-28 at da15c10, 959
-# passed in 4 min 37 s: the margin under 5 min is ~20 s. `bash .ci/run` in such a clone (make
+# passed in 4 min 37 s; at 99df31d (the working tree, idle), 968 passed in 4 min 46 s, before the
+# node-limit test of the split budget search went to the slow tier (1.6 s): the margin under 5 min
+# is ~15 s. `bash .ci/run` in such a clone (make
 # test-all, wheel smoke; idle) at 8634073: 986 passed in 9 min 8 s, 12 min 17 s in all. Tried: 4 workers, --dist loadscope and
 # OMP_WAIT_POLICY=PASSIVE: 5 min 11 s, slower; --dist loadgroup does not group (pytest 9.2, xdist 3.8).
 TEST_WORKERS ?= 4

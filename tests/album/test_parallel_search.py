@@ -52,6 +52,7 @@ def test_split_search_returns_the_one_process_set(early_split):
         assert split[2] and stats["nodes"] > parallel_search.SPLIT_AFTER
 
 
+@pytest.mark.slow  # four process pools (~1.6 s); the default tier keeps the split's own tests
 def test_node_limit_counts_the_split_search_nodes_at_any_worker_count(early_split):
     B, tot, d, one, _ = next(_instances(1, 8))
     stats: dict[str, int] = {}
