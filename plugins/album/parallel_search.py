@@ -16,8 +16,14 @@ every count before it. A subtree cannot use a better count found in another (no 
 state), so where the search improves on its starting count after the split, it expands
 more nodes than in one process; the split does not depend on ``workers``, so neither do the
 nodes (``stats["nodes"]``: this process's nodes, the expanded ones included, plus every
-subtree's). A deadline stops every subtree (results unproven); there is no node limit
-(``branch_and_bound`` keeps a node-limited search in one process).
+subtree's). A deadline stops every subtree (results unproven). A node limit counts those
+nodes: each subtree is capped at what the split left, the subtrees' results are read in
+order until their nodes pass the limit (the search is then unproven, with the best set read
+before that subtree; the subtrees still running are stopped), and a limit the split's own
+expansions pass returns the best of the first phase and of the expanded nodes' leaf
+children, unproven, without starting a process. Since all of that is counted in the
+search's order, a limited search stops at the same point on every machine and for any
+``workers > 1``, though not where one process stops.
 """
 
 from __future__ import annotations
