@@ -5,7 +5,9 @@ depth-first search here. The search first runs in this process for :data:`SPLIT_
 (most albums are proven before that, and then nothing changes); what is left -- its stack --
 is split into at least :data:`SPLIT_TASKS` subtrees, by expanding the shallowest node left
 (the largest subtree, as the photos are ordered) until there are that many, and the subtrees
-are searched by ``workers`` processes (``spawn``: no state of this process is inherited).
+are searched by ``workers`` processes (``spawn``: no state of this process is inherited),
+started after :data:`START_AFTER` nodes so that they are ready by the split (the search goes
+on from its stack meanwhile: the same search).
 
 **The same answer as one process.** Every subtree starts from the same best count, the one
 the search had at the split, and the results are read in the depth-first order of the
@@ -41,6 +43,10 @@ from vispriv.plugins.album.budget_search import Prepared, best_leaf, paused_coll
 #: Nodes expanded in this process before the rest is split (about a second or two; most
 #: albums of examples/album.yaml are proven within it).
 SPLIT_AFTER = 50_000
+#: Nodes after which the worker processes are started, so that they have imported the package
+#: and received the arrays by the split (a process takes about a second to start; the
+#: albums of examples/album.yaml that need more than this are the two that split).
+START_AFTER = 10_000
 #: Subtrees the rest is split into, at least (where the tree has that many): a fixed number,
 #: so that the nodes expanded do not depend on the number of workers.
 SPLIT_TASKS = 256
@@ -52,13 +58,31 @@ def split_search(
 ) -> tuple[np.ndarray | None, int, bool]:
     """:func:`vispriv.plugins.album.budget_search.branch_and_bound`'s search on ``workers``
     processes after :data:`SPLIT_AFTER` nodes here (module docstring); returns ``(rows or
-    None, count, proven)`` as it does, with ``stats["nodes"]`` the split search's nodes."""
+    None, count, proven)`` as it does, with ``stats["nodes"]`` the split search's nodes. The
+    processes are started after :data:`START_AFTER` nodes, so that they are ready at the split."""
     stack = [prepared.root()]
     with paused_collector():
         best_rows, best_count, finished = search(prepared, stack, best_rows, best_count, deadline,
-                                                 min(SPLIT_AFTER, node_limit), count, stats)
+                                                 min(START_AFTER, SPLIT_AFTER, node_limit), count, stats)
     if finished or time.perf_counter() >= deadline or stats["nodes"] >= node_limit:
         return best_rows, best_count, finished
+    with _Workers(prepared, count, deadline, workers) as pool:
+        more: dict[str, int] = {}
+        with paused_collector():  # the same search, resumed from its stack
+            best_rows, best_count, finished = search(prepared, stack, best_rows, best_count, deadline,
+                                                     min(SPLIT_AFTER, node_limit) - stats["nodes"], count, more)
+        stats["nodes"] += more["nodes"]
+        if finished or time.perf_counter() >= deadline or stats["nodes"] >= node_limit:
+            return best_rows, best_count, finished
+        return _split_and_search(prepared, stack, best_rows, best_count, count, stats, node_limit, pool)
+
+
+def _split_and_search(
+    prepared: Prepared, stack: list[list], best_rows: np.ndarray | None, best_count: int,
+    count: Callable[[np.ndarray], int], stats: dict[str, int], node_limit: float, pool: _Workers,
+) -> tuple[np.ndarray | None, int, bool]:
+    """The rest of the search (``stack``, popped last first) split (:func:`_split`), its
+    subtrees searched on ``pool``, the results read in the search's order (module docstring)."""
     items, expanded = _split(prepared, stack[::-1], best_count, count)
     used = stats["nodes"] + expanded
     found = [(best_count, best_rows)]
@@ -67,7 +91,7 @@ def split_search(
         found += [item for kind, item in items if kind == "leaves"]  # type: ignore[misc]
         return (*_first_best(found), False)
     subtrees = [item for kind, item in items if kind == "subtree"]
-    outcomes = _search_subtrees(prepared, subtrees, count, best_count, deadline, workers, node_limit - used)
+    outcomes = pool.search(subtrees, best_count, node_limit - used)
     proven = True
     for kind, item in items:
         if kind == "leaves":
@@ -94,35 +118,43 @@ def _first_best(found: list[tuple[int, np.ndarray | None]]) -> tuple[np.ndarray 
     return next(r for c, r in found if c == top), top
 
 
-def _search_subtrees(
-    prepared: Prepared, subtrees: list, count: Callable[[np.ndarray], int], best_count: int, deadline: float,
-    workers: int, node_budget: float,
-) -> Iterator[tuple[np.ndarray | None, int, int, bool]]:
-    """:func:`_search_subtree` of each subtree on up to ``workers`` processes, yielded in the
-    subtrees' order; a subtree stops after ``node_budget`` nodes, and once the subtrees yielded
-    have used up ``node_budget`` together, the others are stopped and nothing more is yielded
-    (closing the generator also stops them)."""
-    if not subtrees:
-        return
-    seconds_left = deadline - time.perf_counter()
-    context = multiprocessing.get_context("spawn")
-    halt = context.Event()
-    # The shallowest (largest) subtrees first, so that no large one is left to run alone at the end.
-    order = sorted(range(len(subtrees)), key=lambda i: len(subtrees[i][3]))
-    pool = ProcessPoolExecutor(min(workers, len(subtrees)), mp_context=context, initializer=_start_worker,
-                               initargs=(prepared, count, best_count, seconds_left, node_budget, halt))
-    try:
-        futures = {i: pool.submit(_search_subtree, subtrees[i]) for i in order}
+class _Workers:
+    """``workers`` spawned processes holding the search's arrays, started on entering (each
+    imports the package and receives the arrays while this process goes on searching);
+    leaving stops their subtrees and the processes."""
+
+    def __init__(self, prepared: Prepared, count: Callable[[np.ndarray], int], deadline: float, workers: int) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.halt = context.Event()
+        self.workers = workers
+        seconds_left = deadline - time.perf_counter()
+        self.pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker,
+                                        initargs=(prepared, count, seconds_left, self.halt))
+
+    def __enter__(self) -> _Workers:
+        for _ in range(self.workers):  # a process is started per task waiting, up to ``workers``
+            self.pool.submit(_ready)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.halt.set()
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def search(self, subtrees: list, best_count: int, node_budget: float) -> Iterator[tuple[np.ndarray | None, int, int, bool]]:
+        """:func:`_search_subtree` of each subtree from ``best_count``, yielded in the subtrees'
+        order; a subtree stops after ``node_budget`` nodes, and once the subtrees yielded have
+        used up ``node_budget`` together, the others are stopped and nothing more is yielded."""
+        # The shallowest (largest) subtrees first, so that no large one is left to run alone at the end.
+        order = sorted(range(len(subtrees)), key=lambda i: len(subtrees[i][3]))
+        futures = {i: self.pool.submit(_search_subtree, subtrees[i], best_count, node_budget) for i in order}
         spent = 0
         for i in range(len(subtrees)):
             outcome = futures[i].result()
             spent += outcome[2]
             yield outcome
             if spent > node_budget:
+                self.halt.set()
                 return
-    finally:
-        halt.set()
-        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _split(prepared: Prepared, order: list[list], best_count: int, count: Callable[[np.ndarray], int]) -> tuple[list[tuple[str, object]], int]:
@@ -164,20 +196,22 @@ def _unevaluated(node: list) -> list:
 _WORKER: dict[str, object] = {}
 
 
-def _start_worker(prepared: Prepared, count: Callable[[np.ndarray], int], best_count: int, seconds_left: float,
-                  node_budget: float, halt: object) -> None:
-    """A worker's state: the arrays, the count, the starting best count, its deadline, the
-    node limit of each subtree and the parent's stop signal."""
-    _WORKER.update(prepared=prepared, count=count, best_count=best_count, node_budget=node_budget, halt=halt,
+def _start_worker(prepared: Prepared, count: Callable[[np.ndarray], int], seconds_left: float, halt: object) -> None:
+    """A worker's state: the arrays, the count, its deadline and the parent's stop signal."""
+    _WORKER.update(prepared=prepared, count=count, halt=halt,
                    deadline=time.perf_counter() + seconds_left if math.isfinite(seconds_left) else math.inf)
 
 
-def _search_subtree(node: list) -> tuple[np.ndarray | None, int, int, bool]:
-    """One subtree's search from the split's best count: its best set (``None`` if none beats
-    that count), its count, its nodes and whether it finished."""
+def _ready() -> None:
+    """A task that only gets a worker process started."""
+
+
+def _search_subtree(node: list, best_count: int, node_budget: float) -> tuple[np.ndarray | None, int, int, bool]:
+    """One subtree's search from the split's best count, at most ``node_budget`` nodes: its best
+    set (``None`` if none beats that count), its count, its nodes and whether it finished."""
     stats: dict[str, int] = {}
     with paused_collector():
-        rows, found, finished = search(_WORKER["prepared"], [node], None, _WORKER["best_count"],  # type: ignore[arg-type]
-                                       _WORKER["deadline"], _WORKER["node_budget"], _WORKER["count"], stats,  # type: ignore[arg-type]
+        rows, found, finished = search(_WORKER["prepared"], [node], None, best_count, _WORKER["deadline"],  # type: ignore[arg-type]
+                                       node_budget, _WORKER["count"], stats,  # type: ignore[arg-type]
                                        halted=_WORKER["halt"].is_set)  # type: ignore[attr-defined]
     return rows, found, stats["nodes"], finished

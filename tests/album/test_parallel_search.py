@@ -85,13 +85,13 @@ def test_fast_budget_with_workers_keeps_the_same_mask(early_split, monkeypatch):
     # More than DESCEND_PLACES places can beat, so fast_budget runs the branch and bound
     # first, and it splits; the kept-photo count (KeptCount) crosses to the workers.
     split_into = []
-    searched = parallel_search._search_subtrees
+    searched = parallel_search._Workers.search
 
-    def spy(prepared, subtrees, *args):
+    def spy(self, subtrees, *args):
         split_into.append(len(subtrees))
-        yield from searched(prepared, subtrees, *args)
+        yield from searched(self, subtrees, *args)
 
-    monkeypatch.setattr(parallel_search, "_search_subtrees", spy)
+    monkeypatch.setattr(parallel_search._Workers, "search", spy)
     rng = np.random.default_rng(11)
     S = rng.normal(0, 1, (18, 80))
     S[:, 0] += 0.9
@@ -133,3 +133,27 @@ def test_the_leaf_children_of_a_node_expanded_at_the_split_count(monkeypatch):
     limited = branch_and_bound(B, tot, 3, -1, np.inf, node_limit=2, stats=stats, workers=2)
     assert limited[0].tolist() == [2, 5] and limited[1] == 3 and not limited[2] and stats["nodes"] > 2
     assert _same(branch_and_bound(B, tot, 3, -1, np.inf, node_limit=2), (limited[0], 3, True))
+
+
+def test_starting_the_workers_early_resumes_the_same_search(monkeypatch):
+    # The processes start after START_AFTER nodes and the search goes on from its stack to
+    # SPLIT_AFTER: the same split, set, status and nodes as a search that starts them at the split.
+    monkeypatch.setattr(parallel_search, "SPLIT_AFTER", 6)
+    monkeypatch.setattr(parallel_search, "SPLIT_TASKS", 6)
+    split_at = []
+    split = parallel_search._split_and_search
+
+    def spy(prepared, stack, best_rows, best_count, count, stats, *args):
+        split_at.append((stats["nodes"], len(stack)))
+        return split(prepared, stack, best_rows, best_count, count, stats, *args)
+
+    monkeypatch.setattr(parallel_search, "_split_and_search", spy)
+    for B, tot, d, one, _ in _instances(2, 4):
+        runs = []
+        for start_after in (6, 2):
+            monkeypatch.setattr(parallel_search, "START_AFTER", start_after)
+            stats: dict[str, int] = {}
+            runs.append((branch_and_bound(B, tot, d, -1, np.inf, node_limit=None, stats=stats, workers=2), stats["nodes"]))
+        (late, late_nodes), (early, early_nodes) = runs
+        assert _same(early, late) and _same(early, one) and early_nodes == late_nodes
+        assert split_at[-2] == split_at[-1] and split_at[-1][0] == 6  # split after 6 nodes both times
