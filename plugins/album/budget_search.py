@@ -281,6 +281,9 @@ def search(
         if ahead is None:
             prepared.evaluate(node, frontier, best_count)
             ahead = node[4]
+        # Done with: a caller that still holds the node (a subtree's root, held by the task that
+        # searches it) would otherwise keep every node below it alive through the kids' lists.
+        node[4] = None
         most, leaves, approx, kids = ahead
         if most > best_count:
             found, best_count = best_leaf(count, rows, p, leaves, approx, best_count)
