@@ -183,6 +183,10 @@ class CompactLBFGS(torch.optim.Optimizer):
                      parts: list[torch.Tensor]) -> tuple[float, torch.Tensor]:
         """The loss and gradient at ``x + step d`` (the parameters are left there)."""
         self._move_to(x, step, parts)
+        return self._loss_and_gradient(closure)
+
+    def _loss_and_gradient(self, closure: Callable[[], torch.Tensor]) -> tuple[float, torch.Tensor]:
+        """The closure's loss (read detached: it may still hold its graph) and the flat gradient."""
         with torch.enable_grad():
             loss = float(closure().detach())
         return loss, self._flat_grad()
@@ -243,9 +247,7 @@ class CompactLBFGS(torch.optim.Optimizer):
                     p.add_(part, alpha=t)
                 ls_evaluations = 0
                 if n_iter != max_iter:
-                    with torch.enable_grad():
-                        loss = float(closure().detach())
-                    g = self._flat_grad()
+                    loss, g = self._loss_and_gradient(closure)
                     ls_evaluations = 1
             evaluations += ls_evaluations
             state["func_evals"] += ls_evaluations
