@@ -505,10 +505,12 @@ def fast_budget(
     album that the branch and bound could not (docs/benchmarks.md). A time or node limit
     that cuts the search returns the best mask found as ``feasible``, never ``optimal``.
 
-    ``workers > 1``: the branch and bound run first with no node limit goes on in that many
+    ``workers > 1``: the branch and bound run first (many places) goes on in that many
     processes after its first :data:`vispriv.plugins.album.parallel_search.SPLIT_AFTER` nodes
-    (:mod:`vispriv.plugins.album.parallel_search`): the same mask and status as with one,
-    ``work`` the nodes of the split search (the same for any ``workers > 1``).
+    (:mod:`vispriv.plugins.album.parallel_search`): a proof gives the same mask and status as
+    with one; ``work`` is the split search's nodes, the same for any ``workers > 1``, and
+    ``node_limit`` counts them. The branch and bound run after the descending search stays in
+    this process.
     """
     fixed = keep_mask_or_none(fixed, len(A))
     start = time.perf_counter()

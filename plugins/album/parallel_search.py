@@ -61,18 +61,24 @@ def split_search(
     None, count, proven)`` as it does, with ``stats["nodes"]`` the split search's nodes. The
     processes are started after :data:`START_AFTER` nodes, so that they are ready at the split."""
     stack = [prepared.root()]
-    with paused_collector():
-        best_rows, best_count, finished = search(prepared, stack, best_rows, best_count, deadline,
-                                                 min(START_AFTER, SPLIT_AFTER, node_limit), count, stats)
-    if finished or time.perf_counter() >= deadline or stats["nodes"] >= node_limit:
+    stats["nodes"] = 0
+    finished = False
+
+    def go_on(until: float) -> bool:
+        """The search (resumed from ``stack``) up to ``until`` nodes in all; whether it must stop
+        here (finished, past the deadline or at the node limit)."""
+        nonlocal best_rows, best_count, finished
+        more: dict[str, int] = {}
+        with paused_collector():
+            best_rows, best_count, finished = search(prepared, stack, best_rows, best_count, deadline,
+                                                     min(until, node_limit) - stats["nodes"], count, more)
+        stats["nodes"] += more["nodes"]
+        return finished or time.perf_counter() >= deadline or stats["nodes"] >= node_limit
+
+    if go_on(min(START_AFTER, SPLIT_AFTER)):
         return best_rows, best_count, finished
     with _Workers(prepared, count, deadline, workers) as pool:
-        more: dict[str, int] = {}
-        with paused_collector():  # the same search, resumed from its stack
-            best_rows, best_count, finished = search(prepared, stack, best_rows, best_count, deadline,
-                                                     min(SPLIT_AFTER, node_limit) - stats["nodes"], count, more)
-        stats["nodes"] += more["nodes"]
-        if finished or time.perf_counter() >= deadline or stats["nodes"] >= node_limit:
+        if go_on(SPLIT_AFTER):
             return best_rows, best_count, finished
         return _split_and_search(prepared, stack, best_rows, best_count, count, stats, node_limit, pool)
 
