@@ -6,9 +6,7 @@ with ``workers=1`` (the baseline, one process) and with each ``--workers`` value
 of one album one after the other so that they see the same load, and prints per album and
 run: seconds, status, protected-k, nodes, whether the mask is the baseline's, the speed-up
 over the baseline and the parallel efficiency (speed-up / workers; 1.0 is the physical
-limit of that many processes, a search that loses nothing to the split), and the largest
-peak RSS of a worker process so far (``getrusage(RUSAGE_CHILDREN)``: the processes this
-benchmark has started and ended, none before the first split).
+limit of that many processes, a search that loses nothing to the split).
 
     .venv/bin/python benchmarks/album_budget_workers.py --albums 10 12 --workers 2
     .venv/bin/python benchmarks/album_budget_workers.py --albums all --workers 2
@@ -17,7 +15,6 @@ benchmark has started and ended, none before the first split).
 from __future__ import annotations
 
 import argparse
-import resource
 import statistics
 import sys
 import time
@@ -47,10 +44,8 @@ def main() -> None:
             start = time.perf_counter()
             result = milp.fast_budget(A, d, S_true, time_limit=None, workers=workers)
             runs[workers] = (time.perf_counter() - start, result)
-            worker_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
             print(f"  album {a} (N = {len(A)}, d = {d}), workers {workers}: {result.status}, protected-k "
-                  f"{protected_k(A, result.keep)}, {int(result.work):,} nodes, {runs[workers][0]:.2f} s, "
-                  f"largest worker peak RSS so far {worker_peak:.0f} MiB", flush=True)
+                  f"{protected_k(A, result.keep)}, {int(result.work):,} nodes, {runs[workers][0]:.2f} s", flush=True)
         base_seconds, base = runs[1]
         for workers, (seconds, result) in runs.items():
             rows.append((a, len(A), d, workers, seconds, result.status, protected_k(A, result.keep), int(result.work),
