@@ -257,8 +257,24 @@ def search(
 ) -> tuple[np.ndarray | None, int, bool]:
     """The depth-first search of :func:`branch_and_bound` from the nodes of ``stack`` (the last
     first), nodes expanded counted in ``stats["nodes"]``. Stopped by ``node_limit``,
-    ``deadline`` or ``halted()`` (checked with the deadline, every 256 nodes), it leaves
-    ``stack`` holding every node it has not expanded, so that the search can go on from there."""
+    ``deadline`` or ``halted()``, it leaves ``stack`` holding every node it has not expanded,
+    so that the search can go on from there. Compiled where numba is installed
+    (:mod:`vispriv.plugins.album.budget_kernel`: the same nodes, set and status, about five
+    times faster), else :func:`numpy_search`."""
+    from vispriv.plugins.album.budget_kernel import compiled_search
+
+    done = compiled_search(prepared, stack, best_rows, best_count, deadline, node_limit, count, stats, halted)
+    if done is not None:
+        return done
+    return numpy_search(prepared, stack, best_rows, best_count, deadline, node_limit, count, stats, halted)
+
+
+def numpy_search(
+    prepared: Prepared, stack: list[list], best_rows: np.ndarray | None, best_count: int,
+    deadline: float, node_limit: float, count: Callable[[np.ndarray], int], stats: dict[str, int],
+    halted: Callable[[], bool] | None = None,
+) -> tuple[np.ndarray | None, int, bool]:
+    """:func:`search` in numpy: ``deadline`` and ``halted()`` are looked at every 256 nodes."""
     # A node is [p, bound, parent's removed, rows, ahead] (its removed adds row p - 1 of Bs to
     # its parent's); ``ahead`` (None until evaluated, :func:`_evaluate`) holds the highest
     # count of places with a non-negative running total over its leaf children (those that

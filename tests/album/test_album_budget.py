@@ -312,10 +312,15 @@ def _one_node_at_a_time(B, tot, d, best_count, groups):
     return best_rows, best_count, nodes
 
 
-@pytest.mark.parametrize("ahead", [1, 3, budget_search.AHEAD_NODES])
-def test_batched_search_equals_the_one_node_at_a_time_search(ahead, monkeypatch):
+@pytest.mark.parametrize("loop, ahead", [("numpy", 1), ("numpy", 3), ("numpy", budget_search.AHEAD_NODES),
+                                         ("compiled", budget_search.AHEAD_NODES)])
+def test_batched_search_equals_the_one_node_at_a_time_search(loop, ahead, monkeypatch):
     """Same deletion set (ties included), same count and same number of nodes expanded as
-    the search that evaluates one node at a time, for any look-ahead batch size."""
+    the search that evaluates one node at a time, for any look-ahead batch size of the numpy
+    loop and for the compiled loop (plugins/album/budget_kernel.py)."""
+    if loop == "compiled":
+        pytest.importorskip("numba")
+    monkeypatch.setenv("VISPRIV_BUDGET_KERNEL", "1" if loop == "compiled" else "0")
     monkeypatch.setattr(budget_search, "AHEAD_NODES", ahead)
     rng = np.random.default_rng(22)
     for trial in range(40):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from vispriv.harness.labels import config_label
-from vispriv.plugins.album import budget_search, cpsat, milp
+from vispriv.plugins.album import budget_kernel, budget_search, cpsat, milp
 from vispriv.plugins.album.protocol import prune, public_protocol
 from vispriv.plugins.album.pruning import advantage, brute_force_budget, protected_k
 from vispriv.plugins.album.solver import NodeBudget, solver_options
@@ -71,6 +71,7 @@ def test_budget_result_without_time_limit_does_not_depend_on_the_clock(monkeypat
     slow = types.SimpleNamespace(perf_counter=_SlowClock().perf_counter)
     monkeypatch.setattr(milp, "time", slow)
     monkeypatch.setattr(budget_search, "time", slow)
+    monkeypatch.setattr(budget_kernel, "time", slow)
     monkeypatch.setattr(budget_search, "NODE_LIMIT", 10**6)
     for (S, A, d, _), want in zip(cases, expected):
         got = milp.fast_budget(A, d, S[:, 0], time_limit=None, descend_places=0, node_limit=10**6)
