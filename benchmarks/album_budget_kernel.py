@@ -12,7 +12,8 @@ Per album: seconds, nodes, whether all runs keep the baseline's mask, the speed-
 physical limit of the compiled loop: the seconds its children's comparisons alone take (one
 child is ``width`` single-precision compares of the node's running totals with the child's
 thresholds, the work no search with this bound can skip), at the rate of a compiled loop that
-does only those compares over rows of the album's own thresholds, measured in the same run;
+does only those compares over runs of consecutive rows of the album's own thresholds (a
+node's children, as many a run as the search bounds per node), measured in the same run;
 ``floor share`` is that time over the compiled search's (1.0: nothing but the comparisons).
 
     .venv/bin/python benchmarks/album_budget_kernel.py --albums 10 12
@@ -43,16 +44,20 @@ def _compares(left: np.ndarray, rows: np.ndarray, order: np.ndarray) -> int:
     return total
 
 
-def compare_seconds(prepared: object, samples: int = 2_000_000) -> float:
-    """Seconds per child of the comparisons alone, on random rows of the album's thresholds."""
+def compare_seconds(prepared: object, per_node: float, samples: int = 2_000_000) -> float:
+    """Seconds per child of the comparisons alone, over runs of consecutive rows of the album's
+    thresholds as the search reads them (a node's children are one contiguous block of
+    ``child_bar``), ``per_node`` rows a run on average."""
     rng = np.random.default_rng(0)
     rows = prepared.child_bar  # type: ignore[attr-defined]
     left = rows[rng.integers(len(rows))].copy()
-    order = rng.integers(0, len(rows), samples)
+    run = max(1, round(per_node))
+    starts = rng.integers(0, len(rows) - run + 1, samples // run)
+    order = (starts[:, None] + np.arange(run)[None, :]).reshape(-1)
     _compares(left, rows, order[:10])
     start = time.perf_counter()
     _compares(left, rows, order)
-    return (time.perf_counter() - start) / samples
+    return (time.perf_counter() - start) / len(order)
 
 
 def main() -> None:
@@ -92,7 +97,8 @@ def main() -> None:
                 children, prepared = int(seen.get("children", 0)), seen.get("prepared")
             print(f"  album {a} (N = {len(A)}, d = {d}), {name}: {result.status}, protected-k {protected_k(A, result.keep)}, "
                   f"{int(result.work):,} nodes, {out[name][0]:.2f} s", flush=True)
-        floor = children * compare_seconds(prepared) if prepared is not None and children else 0.0
+        per_node = children / max(1, int(out["compiled"][1].work))
+        floor = children * compare_seconds(prepared, per_node) if prepared is not None and children else 0.0
         base = out["numpy"][1]
         same = all(np.array_equal(r.keep, base.keep) and r.status == base.status for _, r in out.values())
         rows.append((a, len(A), d, int(base.work), [out[name][0] for name, _, _ in runs], same, children, floor,
