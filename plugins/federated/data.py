@@ -108,6 +108,9 @@ def read_class_folders(
         for path in sorted((root / name).iterdir()):
             if not path.is_file() or path.suffix.lower() not in IMAGE_SUFFIXES:
                 continue
+            if path.stat().st_size == 0:  # not handed to the decoder: skimage's leaves it open when it fails
+                bad.append(f"{name}/{path.name} (empty file)")
+                continue
             try:
                 images.append(read(path))
             except Exception as exc:  # noqa: BLE001 -- any decoder failure means "unreadable"
