@@ -40,6 +40,8 @@ def _instances(count: int, seed: int):
         cand = np.sort(rng.choice(n + 2, n, replace=False))
         B = A[cand]
         groups = rng.integers(0, max(1, m // (1 + trial % 4)), m) if trial % 3 else None
+        if trial % 5 == 4:  # two groups: more than 8 members each where m > 16
+            groups = rng.integers(0, 2, m)
         if trial % 4 < 2:
             yield B, A.sum(axis=0), d, groups, KeptCount(A, cand)
         else:
@@ -58,8 +60,9 @@ def _stack_view(stack):
 
 
 def test_compiled_search_equals_the_numpy_search_node_for_node():
-    searched = stopped = 0
+    searched = stopped = wide = 0
     for B, tot, d, groups, count in _instances(60, 31):
+        wide += groups is not None and np.bincount(groups).max() > 8 and d > 1
         prepared = Prepared.of(B, tot, d, groups)
         start = int(np.random.default_rng(len(B)).integers(-1, max(1, len(tot) // 4)))
         whole = _run(numpy_search, prepared, [prepared.root()], start, math.inf, count)
@@ -72,7 +75,7 @@ def test_compiled_search_equals_the_numpy_search_node_for_node():
             assert ours == theirs, (limit, ours, theirs)
             assert _stack_view(stacks[0]) == _stack_view(stacks[1])
             stopped += not ours[2]
-    assert searched >= 15 and stopped >= 40  # the instances search and the limits stop them
+    assert searched >= 12 and stopped >= 40 and wide >= 3  # they search, the limits stop them, groups span words
 
 
 def test_a_search_stopped_in_one_loop_resumes_in_the_other():
@@ -175,3 +178,22 @@ def test_no_writable_cache_compiles_without_it(monkeypatch):
     A = np.array([[1.0, -2.0], [-1.0, 1.5], [0.5, -0.5]])
     sums, keep = np.empty(2), np.empty(3, dtype=bool)
     assert exact(A, np.arange(3), np.zeros(0), 1, np.array([1]), 1, sums, keep) == KeptCount(A, np.arange(3))(np.array([1])) == 1
+
+
+def test_compact_layout_keeps_every_place_in_its_conflict_group():
+    """The compiled loop's columns without padding: the lone places first, then each larger
+    group's members, those beyond a group's first word of 8 included (groups of 9 and 17)."""
+    sizes = {0: 1, 1: 3, 2: 9, 3: 1, 4: 17, 5: 2}
+    groups = np.concatenate([np.full(size, label) for label, size in sizes.items()])
+    groups = np.random.default_rng(0).permutation(groups)
+    B = np.random.default_rng(1).normal(0, 1, (5, len(groups)))
+    prepared = Prepared.of(B, B.sum(axis=0), 2, groups)
+    compact = budget_kernel._Compact.of(prepared)
+    place_of_column = budget_search._packed_layout(groups)[0]
+    places = place_of_column[compact.columns]
+    assert sorted(places.tolist()) == list(range(len(groups)))  # every place once, no padding
+    assert sorted(places[: compact.lone].tolist()) == np.flatnonzero(np.isin(groups, [0, 3])).tolist()
+    members = [sorted(places[compact.gcols[a:b]].tolist()) for a, b in zip(compact.gptr[:-1], compact.gptr[1:])]
+    assert sorted(members) == sorted(np.flatnonzero(groups == g).tolist() for g in (1, 2, 4, 5))
+    assert np.array_equal(compact.Bs, prepared.Bs[:, compact.columns])
+    assert np.array_equal(compact.child_bar, prepared.child_bar[:, compact.columns])
