@@ -10,7 +10,7 @@ one run after the other per album so that they see the same load:
 
 Per album: seconds, nodes, whether all runs keep the baseline's mask, the speed-ups, and the
 physical limit of the compiled loop: the seconds its children's comparisons alone take (one
-child is ``width`` single-precision compares of the node's running totals with the child's
+child is one single-precision compare per place of the node's running totals with the child's
 thresholds, the work no search with this bound can skip), at the rate of a compiled loop that
 does only those compares over runs of consecutive rows of the album's own thresholds (a
 node's children, as many a run as the search bounds per node), measured in the same run;
@@ -49,7 +49,9 @@ def compare_seconds(prepared: object, per_node: float, samples: int = 2_000_000)
     thresholds as the search reads them (a node's children are one contiguous block of
     ``child_bar``), ``per_node`` rows a run on average."""
     rng = np.random.default_rng(0)
-    rows = prepared.child_bar  # type: ignore[attr-defined]
+    from vispriv.plugins.album.budget_kernel import _Compact
+
+    rows = _Compact.of(prepared).child_bar  # the places' columns, as the compiled loop reads them  # type: ignore[arg-type]
     left = rows[rng.integers(len(rows))].copy()
     run = max(1, round(per_node))
     starts = rng.integers(0, len(rows) - run + 1, samples // run)

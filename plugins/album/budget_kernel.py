@@ -202,7 +202,6 @@ def _loop(Bs, tots, child_bar, tol, d, n, lone, gptr, gcols, count_rows, count_i
     width = Bs.shape[1]
     n_groups = gptr.shape[0] - 1
     left = np.empty(width, dtype=np.float32)
-    slack = np.empty(width)
     bounds = np.empty(n, dtype=np.int64)
     approx = np.empty(n, dtype=np.int64)
     rows_now = np.empty(d, dtype=np.int64)
@@ -233,7 +232,6 @@ def _loop(Bs, tots, child_bar, tol, d, n, lone, gptr, gcols, count_rows, count_i
         for j in range(width):
             x = (tots[j] + tol) - removed[j]
             left[j] = np.float32(x + (abs(x) * 2.0**-23 + 2.0**-148))  # budget_search._rounded_up
-            slack[j] = (tots[j] - removed[j]) + tol
         block = (r - 1) * n
         children += n - p
         most = 0
@@ -262,7 +260,7 @@ def _loop(Bs, tots, child_bar, tol, d, n, lone, gptr, gcols, count_rows, count_i
             row = Bs[i]
             a = 0
             for j in range(width):
-                a += (slack[j] - row[j]) >= 0
+                a += (((tots[j] - removed[j]) + tol) - row[j]) >= 0
             approx[i] = a
             most = max(most, a)
         rows = srows[top]
