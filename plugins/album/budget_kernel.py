@@ -10,11 +10,12 @@ rounding, leaf children are counted exactly in the same order, child nodes are p
 same order, so the nodes expanded, the set returned and whether it is proven are the same
 (tests/album/test_budget_kernel.py compares them). What differs is the cost of a node: the
 numpy loop spends most of a node's ~10 us in Python (a list per node, a few dozen array
-calls per batch of nodes); here a node is about 1 us on user album 10 of examples/album.yaml,
-0.88 of it its children's comparisons (docs/benchmarks.md, "The compiled budget search"). A
-child whose places possible do not exceed the best count (most of them) is settled by one
-pass over its thresholds; the lone places and the conflict groups are counted only for the
-others (the bound never exceeds the places possible).
+calls per batch of nodes); here a node is under 1 us on user album 10 of examples/album.yaml,
+three quarters of it its children's comparisons (docs/benchmarks.md, "The compiled budget
+search"). Only the places' columns are compared (:class:`_Compact`: not the padding of the
+numpy loop's words of 8), and a child whose places possible do not exceed the best count (most
+of them) is settled by that one pass over its thresholds; the lone places and the conflict
+groups are counted only for the others (the bound never exceeds the places possible).
 
 The exact count of a leaf child is computed here as the count classes compute it: the kept
 photos' rows summed one after the other in row order (:class:`KeptCount`, numpy's
