@@ -38,10 +38,12 @@ the PSNR of the reconstruction.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import os
 import statistics
 import time
+from collections.abc import Iterator
 
 import torch
 from deep_inversion_devices import matmul_rate, sync  # the measured matmul rate, the same in both scripts
@@ -56,6 +58,7 @@ from vispriv.plugins.federated.deep.inversion import (
     l2_distance,
     total_variation,
 )
+from vispriv.plugins.federated.deep.lbfgs_two_loop import SWITCH, kernel_agrees
 from vispriv.plugins.federated.deep.local import LocalWork, client_update, cross_entropy, trainable
 from vispriv.plugins.federated.deep.models import build_model
 from vispriv.plugins.federated.deep.sources import load_bundled_digits, load_bundled_photos
@@ -127,23 +130,42 @@ def setup(case: str, device: str):
     return x, y, n_classes, model, work, target, once, float(counter.get_total_flops())
 
 
+@contextlib.contextmanager
+def lbfgs_variant(variant: str) -> Iterator[str]:
+    """The settings' ``lbfgs`` for a variant; ``torch-eager`` is torch's L-BFGS with its own
+    two-loop recursion in Python (the compiled loop turned off by its switch)."""
+    if variant != "torch-eager":
+        yield variant
+        return
+    before = os.environ.get(SWITCH)
+    os.environ[SWITCH] = "0"
+    try:
+        yield "torch"
+    finally:
+        if before is None:
+            del os.environ[SWITCH]
+        else:
+            os.environ[SWITCH] = before
+
+
 def run(case: str, device: str, restarts: int, mode: str, steps: int, repeats: int, lbfgs: str = "torch") -> list[dict]:
     method = CASES[case][3]
     ig = method == "inverting-gradients"
     x, _, n_classes, model, work, target, once, flops = setup(case, device)
-    settings = InversionSettings(method=method, steps=steps * restarts, restarts=restarts, tv=0.1 if ig else 0.0,
-                                 init="randn" if ig else "uniform", batched=mode,  # type: ignore[arg-type]
-                                 threads=threads_for(device), lbfgs=lbfgs)  # type: ignore[arg-type]
     rows = []
     for _ in range(repeats):
         bound = bound_seconds(once, device)
-        start = time.perf_counter()
-        rec = invert(model, target, 1, tuple(x.shape[1:]), n_classes, settings, seed=0, work=work, device=device)
-        seconds = time.perf_counter() - start
+        with lbfgs_variant(lbfgs) as variant:
+            settings = InversionSettings(method=method, steps=steps * restarts, restarts=restarts, tv=0.1 if ig else 0.0,
+                                         init="randn" if ig else "uniform", batched=mode,  # type: ignore[arg-type]
+                                         threads=threads_for(device), lbfgs=variant)  # type: ignore[arg-type]
+            start = time.perf_counter()
+            rec = invert(model, target, 1, tuple(x.shape[1:]), n_classes, settings, seed=0, work=work, device=device)
+            seconds = time.perf_counter() - start
         psnr = float(peak_signal_noise_ratio(x[0].permute(1, 2, 0).numpy(), rec.images[0].permute(1, 2, 0).numpy(),
                                              data_range=1.0))
         rows.append(dict(rate=rec.evaluations / seconds, bound=1.0 / bound, psnr=psnr, evaluations=rec.evaluations,
-                         seconds=seconds, loss=rec.loss, flops=flops))
+                         seconds=seconds, loss=rec.loss, flops=flops, images=rec.images))
     return rows
 
 
@@ -160,8 +182,9 @@ def main() -> None:
     parser.add_argument("--dlg-steps", type=int, default=4, help="L-BFGS steps per restart")
     parser.add_argument("--ig-steps", type=int, default=40, help="signed-Adam steps per restart")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--lbfgs", nargs="*", default=["torch"], choices=["torch", "compact"],
-                        help="DLG's L-BFGS: torch's (two-loop recursion) and/or the compact representation's")
+    parser.add_argument("--lbfgs", nargs="*", default=["torch"], choices=["torch", "torch-eager", "compact"],
+                        help="DLG's L-BFGS: torch's (its two-loop recursion compiled where numba is installed), "
+                             "torch's with the recursion in Python, and/or the compact representation's")
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -169,7 +192,8 @@ def main() -> None:
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
     limits = {d: matmul_rate(d, 1024 if d == "cpu" else 4096, 20) for d in devices}
     print(f"torch {torch.__version__}; GPU: {gpu}; load average before {os.getloadavg()[0]:.2f}; float32 matmul: "
-          + ", ".join(f"{d} {r / 1e12:.3f} TFLOP/s" for d, r in limits.items()), flush=True)
+          + ", ".join(f"{d} {r / 1e12:.3f} TFLOP/s" for d, r in limits.items())
+          + f"; L-BFGS two-loop recursion compiled: {'yes' if kernel_agrees() else 'no (torch eager)'}", flush=True)
     began = time.perf_counter()
     results = []
     for device in devices:
@@ -191,6 +215,12 @@ def main() -> None:
                     print(f"  {device} {case} R={r}: " + ", ".join(
                         f"{'/'.join(m)} {rows[-1]['rate']:.1f}/s (bound {rows[-1]['bound']:.1f}/s, {rows[-1]['psnr']:.2f} dB)"
                         for m, rows in by_mode.items()), flush=True)
+                for (batched, variant), rows in by_mode.items():
+                    reference = by_mode.get((batched, "torch-eager"))
+                    if variant == "torch" and reference:
+                        same = all(torch.equal(a["images"], b["images"]) for a, b in zip(rows, reference))
+                        print(f"  {device} {case} R={r} {batched}: torch's L-BFGS compiled vs eager, the same "
+                              f"reconstructions bit for bit: {'yes' if same else 'NO'}", flush=True)
                 for mode, rows in by_mode.items():
                     med = {k: statistics.median(row[k] for row in rows) for k in ("rate", "psnr", "evaluations")}
                     med["flops"] = rows[0]["flops"]
@@ -207,7 +237,8 @@ def main() -> None:
           "share of matmul rate | PSNR dB | evaluations |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for device, case, r, (mode, variant), med, psnrs, _ in results:
-        how = ("one after the other" if mode == "off" else "batched") + (", compact L-BFGS" if variant == "compact" else "")
+        how = ("one after the other" if mode == "off" else "batched") + {
+            "compact": ", compact L-BFGS", "torch-eager": ", torch's L-BFGS eager"}.get(variant, "")
         spread = f" ({min(psnrs):.2f}-{max(psnrs):.2f})" if max(psnrs) - min(psnrs) > 0.005 else ""
         share = med["rate"] * med["flops"] / limits[device]
         print(f"| {device} | {case} | {r} | {how} | {med['rate']:.0f} | {med['bound']:.0f} | "

@@ -41,6 +41,7 @@ from vispriv.harness import torch_threads
 from vispriv.plugins.federated.deep.adaptive import DefenseKnowledge
 from vispriv.plugins.federated.deep.inversion import InversionSettings, _candidate_loss, invert
 from vispriv.plugins.federated.deep.lbfgs import CompactLBFGS
+from vispriv.plugins.federated.deep.lbfgs_two_loop import TwoLoopLBFGS
 from vispriv.plugins.federated.deep.local import autograd_gradient, trainable
 
 
@@ -69,7 +70,8 @@ def lbfgs_alone(n_vars: int, warm_steps: int = 10, steps: int = 20, optimiser_cl
     for _ in range(warm_steps):
         optimiser.step(closure)
     state = optimiser.state[v]
-    assert len(state["old_dirs"] if "old_dirs" in state else state["history"]) == 100, "history not full"
+    history = next(state[key] for key in ("old_dirs", "pairs", "history") if key in state)
+    assert len(history) == 100, "history not full"
     first, start = count, time.perf_counter()
     for _ in range(steps):
         optimiser.step(closure)
@@ -130,7 +132,8 @@ def main() -> None:
     print(f"\ncProfile of one restart ({n} evaluations; profiled times run slower): autograd backward "
           f"{backward / n * 1e3:.2f} ms, {own} per evaluation")
     n_vars = int(x[0].numel()) + n_classes
-    for name, optimiser_class in (("torch's L-BFGS", torch.optim.LBFGS), ("the compact L-BFGS", CompactLBFGS)):
+    for name, optimiser_class in (("torch's L-BFGS", torch.optim.LBFGS), ("torch's L-BFGS, two-loop compiled", TwoLoopLBFGS),
+                                  ("the compact L-BFGS", CompactLBFGS)):
         with torch_threads(1):
             alone = lbfgs_alone(n_vars, optimiser_class=optimiser_class)
         print(f"{name} alone, history 100 full, {n_vars} variables: {alone * 1e3:.2f} ms per evaluation; ceiling of "

@@ -36,18 +36,14 @@ baseline); the results do not change.
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-try:  # imported with this module, which budget_search imports only when a search runs
-    import numba
-except ImportError:  # the optional ``fast`` extra
-    numba = None
+from vispriv.harness.compiled import enabled, jit, numba
 
 if TYPE_CHECKING:
     from vispriv.plugins.album.budget_search import Prepared
@@ -61,7 +57,7 @@ _FINISHED, _AT_LIMIT, _CHECK = 0, 1, 2
 
 def available() -> bool:
     """Whether the compiled loop runs: numba installed and ``VISPRIV_BUDGET_KERNEL`` not ``0``."""
-    return numba is not None and os.environ.get("VISPRIV_BUDGET_KERNEL", "1") != "0"
+    return enabled("VISPRIV_BUDGET_KERNEL")
 
 
 def compiled_search(
@@ -337,16 +333,6 @@ def _exact(count_rows, count_index, count_tot, mode, rows, length, sums, keep):
     return beating
 
 
-def _jit(function: Callable) -> Any:
-    """``function`` compiled by numba on its first call, cached on disk so that later processes
-    load the machine code instead of compiling it (~2 s); uncached where numba finds no
-    writable folder for its cache (it raises then)."""
-    try:
-        return numba.njit(cache=True, boundscheck=False)(function)
-    except RuntimeError:
-        return numba.njit(boundscheck=False)(function)
-
-
 if numba is not None:
-    _exact_count = _jit(_exact)
-    _run = _jit(_loop)
+    _exact_count = jit(_exact)
+    _run = jit(_loop)

@@ -71,6 +71,7 @@ from vispriv.plugins.federated.deep.adaptive import DefenseKnowledge, simulate_k
 from vispriv.plugins.federated.deep.batched import Answer, BatchEvaluate, GraphedEvaluate, LockStep, batch_evaluator
 from vispriv.plugins.federated.deep.labels import recover_labels
 from vispriv.plugins.federated.deep.lbfgs import CompactLBFGS
+from vispriv.plugins.federated.deep.lbfgs_two_loop import TwoLoopLBFGS
 from vispriv.plugins.federated.deep.local import (
     Differentiate,
     LocalWork,
@@ -582,7 +583,7 @@ def _optimise(
     else:
         # One step = one call of L-BFGS with up to ``lbfgs_inner`` iterations (20, torch's
         # default and the inner loop of DLG's own code), strong-Wolfe line search.
-        optimiser = (CompactLBFGS if settings.lbfgs == "compact" else torch.optim.LBFGS)(
+        optimiser = (CompactLBFGS if settings.lbfgs == "compact" else TwoLoopLBFGS)(
             variables, lr=settings.step_size(), max_iter=settings.lbfgs_inner, history_size=100,
             line_search_fn="strong_wolfe", tolerance_grad=0.0, tolerance_change=0.0,
         )

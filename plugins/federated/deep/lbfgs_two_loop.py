@@ -1,0 +1,302 @@
+"""torch's L-BFGS with its two-loop recursion compiled (numba, optional): the same iterates, bit for bit.
+
+DLG and iDLG run ``torch.optim.LBFGS`` (history 100, strong-Wolfe line search). Its direction
+``-H g`` comes from the two-loop recursion (Nocedal & Wright, *Numerical Optimization*, 2nd
+ed., Algorithm 7.4): with a full history, 200 dot products and 200 ``axpy`` updates of vectors
+of the candidate's size per iteration, each one a tensor call from Python. On DLG's LeNet (a
+32x32 digit and 10 label logits, 1,034 variables) that is ~1.1 ms per iteration against the
+~2.8 ms of the objective itself, so one restart cannot pass 0.7 of the rate of its own
+evaluation (docs/benchmarks.md, "Batched restarts").
+
+:class:`TwoLoopLBFGS` is ``torch.optim.LBFGS`` with that recursion in one compiled loop
+(:func:`_two_loop`, ~0.1 ms) and everything else torch's own (its memory update, first step,
+``_strong_wolfe`` line search, stopping tests and state). It computes the same floating-point
+operations on the same operands, so the iterates are the same bits, not merely close:
+
+* a dot product is the very BLAS routine ``torch.dot`` calls for float32 on the CPU (``sdot_``
+  of the library torch is linked with, MKL on x86 wheels), looked up in torch's own shared
+  library and called on 64-byte-aligned vectors as torch's allocator gives them (MKL's result
+  depends on the alignment, so the stored pairs sit in rows padded to 16 floats);
+* ``q.add_(v, alpha=a)`` is torch's vectorised ``q + a * v`` with one rounding (a fused
+  multiply-add, AVX-512 or AVX2, the scalar tail included), here LLVM's ``llvm.fma.f32``;
+* the coefficients ``a_i = (s_i . q) ro_i`` and ``a_i - b_i`` are single-precision products and
+  differences of single-precision numbers, as torch's 0-d float32 tensors compute them.
+
+Whether that holds is not assumed: the first optimiser of a process runs torch's ``LBFGS`` and
+this one side by side on a small float32 problem whose history fills and wraps
+(:func:`agrees_with_torch`) and compiles the loop only if every iterate is bitwise the same;
+otherwise, and for anything but dense float32 parameters on the CPU, ``step`` is torch's own.
+``VISPRIV_LBFGS_KERNEL=0`` turns the loop off (the benchmarks' baseline); results do not change.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.optim.lbfgs import _strong_wolfe
+
+from vispriv.harness.compiled import enabled, jit, numba
+
+#: The environment switch: ``0`` keeps torch's own two-loop recursion.
+SWITCH = "VISPRIV_LBFGS_KERNEL"
+#: Floats per 64 bytes: the stored pairs' rows are padded to a multiple of this, so that every
+#: vector handed to BLAS is aligned as torch's allocator aligns a tensor.
+ALIGN = 16
+#: torch's threshold on ``yᵀs`` below which a pair is not stored.
+CURVATURE_MIN = 1e-10
+#: torch's CPU library, where ``torch.dot`` finds its BLAS, by platform.
+_LIBRARIES = ("libtorch_cpu.so", "libtorch_cpu.dylib", "torch_cpu.dll")
+
+
+def sdot_address() -> int | None:
+    """The address of the ``sdot_`` (Fortran BLAS) that torch's CPU library is linked with;
+    ``None`` where the library exports none."""
+    folder = Path(torch.__file__).parent / "lib"
+    for name in _LIBRARIES:
+        path = folder / name
+        if not path.exists():
+            continue
+        try:
+            return ctypes.cast(ctypes.CDLL(str(path)).sdot_, ctypes.c_void_p).value
+        except (OSError, AttributeError):
+            return None
+    return None
+
+
+class _Pairs:
+    """The last ``size`` pairs ``(s_i, y_i)`` and ``ro_i = 1 / yᵀs`` in a ring of aligned rows."""
+
+    def __init__(self, size: int, n: int) -> None:
+        stride = -(-n // ALIGN) * ALIGN
+        self.buffer = torch.zeros(size, 2, stride)  # torch's allocator: 64-byte aligned
+        self.pairs = self.buffer.numpy()  # row i: s_i, y_i in their first n floats
+        self.ro = np.zeros(size, dtype=np.float32)
+        self.size, self.head, self.count = size, 0, 0
+        self.order = np.zeros(0, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def push(self, s: torch.Tensor, y: torch.Tensor, ro: torch.Tensor) -> None:
+        """Store a pair, dropping the oldest beyond ``size`` (torch's ``pop(0)``)."""
+        row = (self.head + self.count) % self.size
+        if self.count == self.size:
+            self.head = (self.head + 1) % self.size
+        else:
+            self.count += 1
+        n = s.numel()
+        self.pairs[row, 0, :n], self.pairs[row, 1, :n] = s.numpy(), y.numpy()
+        self.ro[row] = ro.item()
+        self.order = (self.head + np.arange(self.count)) % self.size
+
+
+class TwoLoopLBFGS(torch.optim.LBFGS):
+    """``torch.optim.LBFGS`` (same arguments) whose two-loop recursion runs compiled; the same
+    iterates bit for bit (module docstring). ``compiled`` says whether it does: numba installed,
+    :data:`SWITCH` not ``0``, dense float32 parameters on the CPU, ``sdot_`` found and
+    :func:`agrees_with_torch`; where not, :meth:`step` is torch's own.
+    """
+
+    def __init__(self, params, *args, compiled: bool | None = None, **kwargs) -> None:
+        super().__init__(params, *args, **kwargs)
+        #: ``None``: decide (class docstring); ``True`` forces the compiled loop (the self-check's
+        #: and the tests' comparison), ``False`` keeps torch's step.
+        self.compiled = self._can_compile() and kernel_agrees() if compiled is None else compiled
+
+    def _can_compile(self) -> bool:
+        params = self._params
+        return (enabled(SWITCH) and self.param_groups[0]["history_size"] >= 1
+                and all(p.device.type == "cpu" and p.dtype == torch.float32 and p.layout == torch.strided for p in params))
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """The parameters' gradients set to ``None`` (or zeroed), without the profiler record and
+        the compiler guard around torch's own (~0.07 ms per call: DLG calls it once per evaluation)."""
+        for p in self._params:
+            if set_to_none or p.grad is None:
+                p.grad = None
+            else:
+                p.grad.detach_().zero_()
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], torch.Tensor]) -> torch.Tensor:  # type: ignore[override]
+        """torch's ``LBFGS.step`` (up to ``max_iter`` iterations), the direction from :func:`_two_loop`."""
+        if not self.compiled:
+            return super().step(closure)
+        closure = torch.enable_grad()(closure)
+        group = self.param_groups[0]
+        lr = float(group["lr"])
+        max_iter, max_eval = group["max_iter"], group["max_eval"]
+        tolerance_grad, tolerance_change = group["tolerance_grad"], group["tolerance_change"]
+        line_search_fn = group["line_search_fn"]
+        state = self.state[self._params[0]]
+        state.setdefault("func_evals", 0)
+        state.setdefault("n_iter", 0)
+
+        orig_loss = closure()
+        loss = float(orig_loss.detach())
+        current_evals = 1
+        state["func_evals"] += 1
+        flat_grad = self._gather_flat_grad()
+        opt_cond = flat_grad.abs().max() <= tolerance_grad
+        if opt_cond:
+            return orig_loss
+
+        d, t, pairs = state.get("d"), state.get("t"), state.get("pairs")
+        h_diag, prev_flat_grad, prev_loss = state.get("H_diag"), state.get("prev_flat_grad"), state.get("prev_loss")
+        n_iter = 0
+        while n_iter < max_iter:
+            n_iter += 1
+            state["n_iter"] += 1
+            if state["n_iter"] == 1:
+                d = flat_grad.neg()
+                pairs = _Pairs(group["history_size"], flat_grad.numel())
+                h_diag = 1
+            else:
+                y = flat_grad.sub(prev_flat_grad)
+                s = d.mul(t)
+                ys = y.dot(s)
+                if ys > CURVATURE_MIN:
+                    pairs.push(s, y, 1.0 / ys)
+                    h_diag = ys / y.dot(y)
+                d = torch.empty_like(flat_grad)
+                _two_loop(_SDOT, flat_grad.numpy(), pairs.pairs, pairs.ro, pairs.order, np.float32(float(h_diag)),
+                          d.numpy(), np.empty(len(pairs), dtype=np.float32), np.array([flat_grad.numel(), 1], dtype=np.int32))
+            if prev_flat_grad is None:
+                prev_flat_grad = flat_grad.clone(memory_format=torch.contiguous_format)
+            else:
+                prev_flat_grad.copy_(flat_grad)
+            prev_loss = loss
+            # torch's first step: min(1, 1/|g|_1) * lr, a 0-d tensor when 1/|g|_1 < 1
+            t = min(1.0, 1.0 / flat_grad.abs().sum()) * lr if state["n_iter"] == 1 else lr
+            gtd = flat_grad.dot(d)
+            if gtd > -tolerance_change:
+                break
+            ls_func_evals = 0
+            if line_search_fn is not None:
+                if line_search_fn != "strong_wolfe":
+                    raise RuntimeError("only 'strong_wolfe' is supported")
+                x_init = self._clone_param()
+
+                def obj_func(x, t, d):
+                    return self._directional_evaluate(closure, x, t, d)
+
+                loss, flat_grad, t, ls_func_evals = _strong_wolfe(
+                    obj_func, x_init, t, d, loss, flat_grad, gtd, max_ls=max_eval - current_evals)
+                self._add_grad(t, d)
+                opt_cond = flat_grad.abs().max() <= tolerance_grad
+            else:
+                self._add_grad(t, d)
+                if n_iter != max_iter:
+                    with torch.enable_grad():
+                        loss = float(closure().detach())
+                    flat_grad = self._gather_flat_grad()
+                    opt_cond = flat_grad.abs().max() <= tolerance_grad
+                    ls_func_evals = 1
+            current_evals += ls_func_evals
+            state["func_evals"] += ls_func_evals
+            if (n_iter == max_iter or current_evals >= max_eval or opt_cond
+                    or d.mul(t).abs().max() <= tolerance_change or abs(loss - prev_loss) < tolerance_change):
+                break
+        state.update(d=d, t=t, pairs=pairs, H_diag=h_diag, prev_flat_grad=prev_flat_grad, prev_loss=prev_loss)
+        return orig_loss
+
+
+def agrees_with_torch(steps: int = 6) -> bool:
+    """Whether :class:`TwoLoopLBFGS`, compiled, gives torch's ``LBFGS`` iterates bit for bit on
+    a float32 Rosenbrock problem of 37 variables (a vector tail past the 16-float lanes), history
+    4 (filled and wrapped), strong-Wolfe line search, ``steps`` calls of 5 iterations."""
+    start = (torch.rand(37, generator=torch.Generator().manual_seed(0)) * 2 - 1)
+    iterates = []
+    for compiled in (False, True):
+        v = start.clone().requires_grad_(True)
+        optimiser = TwoLoopLBFGS([v], lr=1, max_iter=5, history_size=4, line_search_fn="strong_wolfe", compiled=compiled)
+
+        def closure(v=v, optimiser=optimiser) -> torch.Tensor:
+            optimiser.zero_grad()
+            loss = (100 * (v[1:] - v[:-1] ** 2) ** 2 + (1 - v[:-1]) ** 2).sum()
+            loss.backward()
+            return loss
+
+        trace = []
+        for _ in range(steps):
+            optimiser.step(closure)
+            trace.append(v.detach().clone())
+        iterates.append(torch.stack(trace))
+    return torch.equal(iterates[0], iterates[1])
+
+
+@functools.cache
+def kernel_agrees() -> bool:
+    """:func:`agrees_with_torch`, once per process; ``False`` where the loop cannot run at all
+    (numba missing, no ``sdot_``)."""
+    if numba is None or _SDOT is None:
+        return False
+    return agrees_with_torch()
+
+
+_SDOT = sdot_address()
+
+if numba is not None:
+    from llvmlite import ir
+    from numba.core import cgutils, types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def _sdot(typingctx, address, n, x, inc, y):
+        """``sdot_(&n, x, &inc, y, &inc)`` at ``address``: every argument an address (intp)."""
+        signature = types.float32(types.intp, types.intp, types.intp, types.intp, types.intp)
+
+        def codegen(context, builder, sig, args):
+            pointer = ir.IntType(8).as_pointer()
+            function_type = ir.FunctionType(ir.FloatType(), [pointer] * 5)
+            function = builder.inttoptr(args[0], function_type.as_pointer())
+            n, x, inc, y = (builder.inttoptr(a, pointer) for a in args[1:])
+            return builder.call(function, [n, x, inc, y, inc])
+
+        return signature, codegen
+
+    @intrinsic
+    def _fma(typingctx, a, b, c):
+        """``a * b + c`` in float32 with one rounding (``llvm.fma.f32``)."""
+        signature = types.float32(types.float32, types.float32, types.float32)
+
+        def codegen(context, builder, sig, args):
+            f32 = ir.FloatType()
+            function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32, [f32, f32, f32]), "llvm.fma.f32")
+            return builder.call(function, args)
+
+        return signature, codegen
+
+    def _two_loop_source(address, g, pairs, ro, order, h_diag, d, al, ints):
+        """``d = -H g`` by torch's two-loop recursion over the pairs in ``order`` (oldest first):
+        ``q = -g``; newest to oldest ``a_i = (s_i . q) ro_i``, ``q += -a_i y_i``; ``r = q h``;
+        oldest to newest ``b_i = (y_i . r) ro_i``, ``r += (a_i - b_i) s_i``. ``ints`` holds
+        ``(n, 1)``, BLAS's length and stride by reference."""
+        n = g.size
+        length, one = ints.ctypes.data, ints[1:].ctypes.data
+        for j in range(n):
+            d[j] = -g[j]
+        for k in range(order.size - 1, -1, -1):
+            i = order[k]
+            a = np.float32(_sdot(address, length, pairs[i, 0].ctypes.data, one, d.ctypes.data)) * ro[i]
+            al[k] = a
+            minus_a = -a
+            y = pairs[i, 1]
+            for j in range(n):
+                d[j] = _fma(y[j], minus_a, d[j])
+        for j in range(n):
+            d[j] = d[j] * h_diag
+        for k in range(order.size):
+            i = order[k]
+            b = np.float32(_sdot(address, length, pairs[i, 1].ctypes.data, one, d.ctypes.data)) * ro[i]
+            c = al[k] - b
+            s = pairs[i, 0]
+            for j in range(n):
+                d[j] = _fma(s[j], c, d[j])
+
+    _two_loop = jit(_two_loop_source)
