@@ -7,26 +7,29 @@ DLG (Zhu et al., NeurIPS 2019) on its LeNet, a bundled digit, batch 1, the case 
   forward, weight gradient with a graph, distance, backward to the image);
 * ``search objective``: the same evaluation as one restart's search runs it (the method's
   objective through the simulated local work, backward to the image and label logits only);
-* ``search``: a whole DLG restart (``invert``, ``--steps`` L-BFGS steps, ``--lbfgs`` torch's or
-  the compact one) over its evaluations;
+* ``search``: a whole DLG restart (``invert``, ``--steps`` L-BFGS steps, ``--lbfgs``: torch's
+  with its two-loop recursion compiled, the default where numba is installed; torch's with the
+  recursion in Python, ``torch-eager``; or the compact one) over its evaluations;
 
 and, from ``cProfile`` of one such restart, the seconds per evaluation inside autograd's
-backward and inside the L-BFGS's own code (torch's: its step, i.e. the two-loop recursion,
-and its dot/add_ calls; the compact one: its module's functions), the objective excluded.
-Last, the ceilings: each L-BFGS (torch's, the compact one) alone with DLG's settings (history 100, full; strong Wolfe) on as many variables
+backward and inside the L-BFGS's own code (torch-eager: torch's step, i.e. the two-loop
+recursion, and its dot/add_ calls; the others: their module's functions), the objective excluded.
+Last, the ceilings: each L-BFGS (torch's, torch's with the compiled two-loop recursion, the
+compact one) alone with DLG's settings (history 100, full; strong Wolfe) on as many variables
 (the image and the label logits) and an objective of negligible cost (the Rosenbrock
 function), per evaluation; with it, no search that keeps that L-BFGS can exceed plain /
 (plain + L-BFGS alone) of the bound once its history is full (all but the first 100 iterations; a DLG attack runs thousands). The
 ``search`` row's short restart fills its history partway, so on a loaded machine, or with few
 steps, it can sit slightly above that steady-state ceiling.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/probes/dlg_overhead.py [--lbfgs compact]
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/probes/dlg_overhead.py [--lbfgs torch-eager|compact]
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import pstats
 import sys
 import time
@@ -41,7 +44,7 @@ from vispriv.harness import torch_threads
 from vispriv.plugins.federated.deep.adaptive import DefenseKnowledge
 from vispriv.plugins.federated.deep.inversion import InversionSettings, _candidate_loss, invert
 from vispriv.plugins.federated.deep.lbfgs import CompactLBFGS
-from vispriv.plugins.federated.deep.lbfgs_two_loop import TwoLoopLBFGS
+from vispriv.plugins.federated.deep.lbfgs_two_loop import SWITCH, TwoLoopLBFGS
 from vispriv.plugins.federated.deep.local import autograd_gradient, trainable
 
 
@@ -88,11 +91,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=8, help="L-BFGS steps of the profiled restart")
     parser.add_argument("--reps", type=int, default=60)
-    parser.add_argument("--lbfgs", choices=["torch", "compact"], default="torch", help="the search's L-BFGS")
+    parser.add_argument("--lbfgs", choices=["torch", "torch-eager", "compact"], default="torch",
+                        help="the search's L-BFGS: torch's (its two-loop recursion compiled where numba is installed), "
+                             "torch's with the recursion in Python, or the compact one")
     args = parser.parse_args()
     with torch_threads(1):
         x, _, n_classes, model, work, target, plain, _ = setup("dlg-lenet", "cpu")
-        settings = InversionSettings(method="dlg", steps=args.steps, restarts=1, lbfgs=args.lbfgs)
+        if args.lbfgs == "torch-eager":
+            os.environ[SWITCH] = "0"
+        settings = InversionSettings(method="dlg", steps=args.steps, restarts=1, lbfgs="compact" if args.lbfgs == "compact" else "torch")
         loss = _candidate_loss(model, target, work, None, settings, "cpu", DefenseKnowledge(), autograd_gradient(True))
         leaves = {k: p.detach().requires_grad_(True) for k, p in trainable(model).items()}
         xs = torch.rand(*x.shape).requires_grad_(True)
@@ -113,14 +120,16 @@ def main() -> None:
         profile.disable()
         stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
         backward = sum(v[2] for k, v in stats.items() if "run_backward" in k[2])
-        if args.lbfgs == "torch":
+        if args.lbfgs == "torch-eager":
             lbfgs_own = sum(v[2] for k, v in stats.items() if k[0].endswith("optim/lbfgs.py") and k[2] == "step")
             ops = sum(v[2] for k, v in stats.items() if k[2] in ("<method 'add_' of 'torch._C.TensorBase' objects>",
                                                                   "<method 'dot' of 'torch._C.TensorBase' objects>"))
-        else:  # every function of the compact L-BFGS's module; its array operations are C calls cProfile does not list
-            lbfgs_own = sum(v[2] for k, v in stats.items() if k[0].endswith("deep/lbfgs.py"))
+        else:  # every function of the L-BFGS's own module; its array operations are C calls cProfile does not list
+            module = "deep/lbfgs.py" if args.lbfgs == "compact" else "deep/lbfgs_two_loop.py"
+            lbfgs_own = sum(v[2] for k, v in stats.items() if k[0].endswith(module))
         rows = [("plain", bound_seconds(plain, "cpu", args.reps)), ("search objective", bound_seconds(objective, "cpu", args.reps)),
                 ("search", search)]
+        os.environ.pop(SWITCH, None)  # the ceilings below: each L-BFGS as it is
     print(f"torch {torch.__version__}; DLG LeNet, one CPU thread; {run.evaluations} evaluations in {args.steps} steps")
     print("\n| per evaluation | ms | / plain |")
     print("|---|---|---|")
@@ -128,7 +137,7 @@ def main() -> None:
         print(f"| {name} | {seconds * 1e3:.2f} | {seconds / rows[0][1]:.2f} |")
     n = profiled.evaluations
     own = (f"torch's L-BFGS step's own code {lbfgs_own / n * 1e3:.2f} ms and its dot/add_ operations {ops / n * 1e3:.2f} ms"
-           if args.lbfgs == "torch" else f"the compact L-BFGS's own code {lbfgs_own / n * 1e3:.2f} ms")
+           if args.lbfgs == "torch-eager" else f"the {args.lbfgs} L-BFGS's own code {lbfgs_own / n * 1e3:.2f} ms")
     print(f"\ncProfile of one restart ({n} evaluations; profiled times run slower): autograd backward "
           f"{backward / n * 1e3:.2f} ms, {own} per evaluation")
     n_vars = int(x[0].numel()) + n_classes
