@@ -63,9 +63,10 @@ class DeepInversionConfig(PluginConfig):
     )
     lbfgs: Literal["torch", "compact"] = Field(
         "torch",
-        description="dlg and idlg: torch's L-BFGS (two-loop recursion), or compact: the same L-BFGS with its direction "
-        "from the compact representation (Byrd, Nocedal & Schnabel 1994), about 0.8 ms less per evaluation on "
-        "the host; the iterates agree to rounding, which a long line search grows",
+        description="dlg and idlg: torch's L-BFGS (its two-loop recursion compiled where numba is installed, the "
+        "same iterates bit for bit), or compact: the same L-BFGS with its direction from the compact "
+        "representation (Byrd, Nocedal & Schnabel 1994) without numba; its iterates agree with torch's to "
+        "rounding, which a long line search grows",
     )
     adapt: Literal["auto", "none"] = Field(
         "auto",

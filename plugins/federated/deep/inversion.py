@@ -101,7 +101,9 @@ class InversionSettings:
     #: of evaluations, each restart keeping its own optimiser; "off": one restart after the other;
     #: "auto": "on" for Inverting Gradients, "off" for DLG and iDLG (see :func:`invert`).
     batched: Literal["auto", "on", "off"] = "auto"
-    #: DLG's and iDLG's L-BFGS: "torch" (``torch.optim.LBFGS``, two-loop recursion) or "compact"
+    #: DLG's and iDLG's L-BFGS: "torch" (``torch.optim.LBFGS``'s iterates; its two-loop recursion
+    #: compiled where numba is installed:
+    #: :class:`~vispriv.plugins.federated.deep.lbfgs_two_loop.TwoLoopLBFGS`) or "compact"
     #: (:class:`~vispriv.plugins.federated.deep.lbfgs.CompactLBFGS`: the same direction from the
     #: compact representation, a dozen array operations per iteration instead of ~700).
     lbfgs: Literal["torch", "compact"] = "torch"
