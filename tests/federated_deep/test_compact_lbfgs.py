@@ -194,3 +194,55 @@ def test_call_with_unties_only_models_that_tie_weights():
     images = torch.rand(1, 3, 8, 8)
     params = {k: p.detach() * 0.5 for k, p in lenet.named_parameters()}
     assert torch.equal(call_with(lenet, params, (images,)), torch.func.functional_call(lenet, params, (images,)))
+
+
+class _Counting(torch.nn.Module):
+    """BatchNorm (buffers updated in place in training mode) and a buffer it replaces each call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = torch.nn.BatchNorm1d(3)
+        self.register_buffer("calls", torch.zeros(()))
+        self.scale = torch.tensor(2.0)  # a plain tensor attribute: neither parameter nor buffer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls = self.calls + 1  # a new tensor in the slot, as functional_call writes back
+        if torch.isnan(x).any():
+            raise ValueError("nan input")
+        return self.norm(x) * self.scale
+
+
+def test_call_with_swaps_and_writes_back_as_functional_call_does():
+    torch.manual_seed(0)
+    model = _Counting().train()
+    own = {k: t.clone() for k, t in [*model.named_parameters(), *model.named_buffers()]}
+    x = torch.randn(4, 3)
+    results = []
+    for call in (call_with, torch.func.functional_call):
+        tensors = {k: t.detach().clone() + 0.5 for k, t in own.items()}
+        given = dict(tensors)
+        out = call(model, tensors, (x,))
+        results.append((out, tensors, given))
+    (out, tensors, given), (ref_out, ref_tensors, _) = results
+    assert torch.equal(out, ref_out)
+    assert tensors.keys() == ref_tensors.keys()
+    for k in tensors:
+        assert torch.equal(tensors[k], ref_tensors[k]), k
+    # BatchNorm updated the given running statistics in place; the replaced buffer came back as a new tensor
+    assert tensors["norm.running_mean"] is given["norm.running_mean"] and not torch.equal(tensors["norm.running_mean"], own["norm.running_mean"] + 0.5)
+    assert tensors["calls"] is not given["calls"] and float(tensors["calls"]) == 1.5
+    for k, t in [*model.named_parameters(), *model.named_buffers()]:  # the model's own are back, untouched
+        assert torch.equal(t, own[k]), k
+
+
+def test_call_with_puts_the_model_back_when_the_call_raises_and_defers_odd_names():
+    model = _Counting().eval()
+    before = {k: id(t) for k, t in [*model.named_parameters(), *model.named_buffers()]}
+    with pytest.raises(ValueError, match="nan input"):
+        call_with(model, {"norm.weight": torch.zeros(3), "calls": torch.ones(())}, (torch.full((2, 3), float("nan")),))
+    assert {k: id(t) for k, t in [*model.named_parameters(), *model.named_buffers()]} == before
+    # a plain tensor attribute is not a slot: the call goes through functional_call, which sets it for the call
+    x = torch.randn(2, 3)
+    assert torch.equal(call_with(model, {"scale": torch.tensor(3.0)}, (x,)),
+                       torch.func.functional_call(model, {"scale": torch.tensor(3.0)}, (x,)))
+    assert float(model.scale) == 2.0
