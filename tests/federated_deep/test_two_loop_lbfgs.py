@@ -26,7 +26,7 @@ def _wavy(v: torch.Tensor) -> torch.Tensor:
 def _trajectory(cls: type, sizes: tuple[int, ...], history: int, line_search: str | None, calls: int,
                 **kwargs) -> tuple[torch.Tensor, dict]:
     generator = torch.Generator().manual_seed(sum(sizes) + history)
-    params = [(torch.rand(n, generator=generator) * 2 - 1).requires_grad_(True) for n in sizes]
+    params = [(torch.rand(n, generator=generator, dtype=torch.float32) * 2 - 1).requires_grad_(True) for n in sizes]
     optimiser = cls(params, lr=1 if line_search else 2e-3, max_iter=7, history_size=history, line_search_fn=line_search,
                     tolerance_grad=0.0, tolerance_change=0.0, **kwargs)
 
@@ -130,3 +130,19 @@ def test_zero_grad_clears_or_zeroes_like_torchs():
     assert torch.equal(v.grad, torch.zeros(3))
     optimiser.zero_grad()
     assert v.grad is None
+
+
+def test_float32_parameters_stay_float32_under_a_double_default_dtype():
+    # The history buffer and the self-check's problem are float32 whatever torch's default dtype.
+    kernel_agrees.cache_clear()
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert kernel_agrees()
+        reference, _ = _trajectory(torch.optim.LBFGS, (37,), 4, "strong_wolfe", calls=3)
+        compiled, state = _trajectory(TwoLoopLBFGS, (37,), 4, "strong_wolfe", calls=3, compiled=True)
+        assert reference.dtype == torch.float32 and torch.equal(compiled, reference)
+        assert state["pairs"].buffer.dtype == torch.float32
+    finally:
+        torch.set_default_dtype(before)
+        kernel_agrees.cache_clear()

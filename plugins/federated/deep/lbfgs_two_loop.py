@@ -73,7 +73,7 @@ class _Pairs:
 
     def __init__(self, size: int, n: int) -> None:
         stride = -(-n // ALIGN) * ALIGN
-        self.buffer = torch.zeros(size, 2, stride)  # torch's allocator: 64-byte aligned
+        self.buffer = torch.zeros(size, 2, stride, dtype=torch.float32)  # torch's allocator: 64-byte aligned
         self.pairs = self.buffer.numpy()  # row i: s_i, y_i in their first n floats
         self.ro = np.zeros(size, dtype=np.float32)
         self.size, self.head, self.count = size, 0, 0
@@ -210,7 +210,7 @@ def agrees_with_torch(steps: int = 6) -> bool:
     """Whether :class:`TwoLoopLBFGS`, compiled, gives torch's ``LBFGS`` iterates bit for bit on
     a float32 Rosenbrock problem of 37 variables (a vector tail past the 16-float lanes), history
     4 (filled and wrapped), strong-Wolfe line search, ``steps`` calls of 5 iterations."""
-    start = (torch.rand(37, generator=torch.Generator().manual_seed(0)) * 2 - 1)
+    start = torch.rand(37, generator=torch.Generator().manual_seed(0), dtype=torch.float32) * 2 - 1
     iterates = []
     for compiled in (False, True):
         v = start.clone().requires_grad_(True)
