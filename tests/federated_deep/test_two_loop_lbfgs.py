@@ -95,6 +95,8 @@ def test_torchs_step_runs_where_the_loop_cannot(monkeypatch):
     assert not made(torch.zeros(3), torch.zeros(2, dtype=torch.float64)).compiled
     assert not made(torch.zeros(3, device="meta")).compiled
     assert not TwoLoopLBFGS([torch.zeros(3, requires_grad=True)], history_size=0).compiled
+    assert not TwoLoopLBFGS([torch.zeros(3, requires_grad=True)], lr=torch.tensor(0.5)).compiled
+    assert TwoLoopLBFGS([torch.zeros(3, requires_grad=True)], lr=1).compiled
     monkeypatch.setenv(lbfgs_two_loop.SWITCH, "0")
     assert not made(torch.zeros(3)).compiled
     monkeypatch.delenv(lbfgs_two_loop.SWITCH)

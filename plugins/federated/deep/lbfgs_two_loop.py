@@ -110,7 +110,8 @@ class TwoLoopLBFGS(torch.optim.LBFGS):
 
     def _can_compile(self) -> bool:
         params = self._params
-        return (enabled(SWITCH) and self.param_groups[0]["history_size"] >= 1
+        group = self.param_groups[0]
+        return (enabled(SWITCH) and group["history_size"] >= 1 and isinstance(group["lr"], (int, float))
                 and all(p.device.type == "cpu" and p.dtype == torch.float32 and p.layout == torch.strided for p in params))
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -129,7 +130,7 @@ class TwoLoopLBFGS(torch.optim.LBFGS):
             return super().step(closure)
         closure = torch.enable_grad()(closure)
         group = self.param_groups[0]
-        lr = float(group["lr"])
+        lr = group["lr"]  # a Python number (a tensor lr keeps torch's step: _can_compile)
         max_iter, max_eval = group["max_iter"], group["max_eval"]
         tolerance_grad, tolerance_change = group["tolerance_grad"], group["tolerance_change"]
         line_search_fn = group["line_search_fn"]
