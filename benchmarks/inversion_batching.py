@@ -25,12 +25,19 @@ inversion per core). Two bounds, measured in the same process:
   CPU thread, 4096² on a GPU) against the FLOPs of one candidate's evaluation
   (``torch.utils.flop_counter``): the share of that rate the search achieves.
 
+DLG's L-BFGS can be compared in the same run (``--lbfgs``): ``torch``, torch's L-BFGS with its
+two-loop recursion compiled where numba is installed (the default); ``torch-eager``, torch's
+recursion in Python (the compiled loop turned off); ``compact``, the compact representation's.
+The first two must give the same reconstructions bit for bit; each run says whether they did.
+
 Printed per device, case, R and mode: evaluations per second per candidate (all restarts'
 evaluations over the inversion's wall time, optimiser included; median over the repeats), the
 plain-evaluation bound and the ratio to it, the achieved share of the matrix-product rate, and
 the PSNR of the reconstruction.
 
     .venv/bin/python benchmarks/inversion_batching.py --repeats 3
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/inversion_batching.py --cases dlg-lenet --restarts 1 8 \\
+        --lbfgs torch torch-eager compact --repeats 5
     python benchmarks/inversion_batching.py --devices cpu cuda --cases dlg-lenet ig-convnet64 ig-resnet18 \\
         --restarts 1 8 32 --repeats 2                                           # a GPU machine
 """
