@@ -65,7 +65,7 @@ def test_the_pairs_sit_in_64_byte_aligned_rows_of_the_ring():
     pairs = lbfgs_two_loop._Pairs(3, 37)
     assert pairs.pairs.shape == (3, 2, 48) and pairs.buffer.data_ptr() % 64 == 0
     for k in range(5):  # the 4th pair overwrites the oldest (row 0), the 5th row 1
-        pairs.push(torch.full((37,), float(k)), torch.full((37,), -float(k)), torch.tensor(1.0 / (k + 1)))
+        pairs.push(np.full(37, k, dtype=np.float32), np.full(37, -k, dtype=np.float32), np.float32(1.0 / (k + 1)))
     assert len(pairs) == 3 and pairs.order.tolist() == [2, 0, 1]
     assert [pairs.pairs[i, 0, 0] for i in pairs.order] == [2.0, 3.0, 4.0]
     assert pairs.ro[pairs.order].tolist() == pytest.approx([1 / 3, 1 / 4, 1 / 5])
@@ -94,6 +94,7 @@ def test_torchs_step_runs_where_the_loop_cannot(monkeypatch):
     assert not made(torch.zeros(3, dtype=torch.float64)).compiled
     assert not made(torch.zeros(3), torch.zeros(2, dtype=torch.float64)).compiled
     assert not made(torch.zeros(3, device="meta")).compiled
+    assert not made(torch.zeros(3, 2).t()).compiled  # a transposed view: no flat view to write into
     assert not TwoLoopLBFGS([torch.zeros(3, requires_grad=True)], history_size=0).compiled
     assert not TwoLoopLBFGS([torch.zeros(3, requires_grad=True)], lr=torch.tensor(0.5)).compiled
     assert TwoLoopLBFGS([torch.zeros(3, requires_grad=True)], lr=1).compiled

@@ -5,28 +5,35 @@ DLG and iDLG run ``torch.optim.LBFGS`` (history 100, strong-Wolfe line search). 
 ed., Algorithm 7.4): with a full history, 200 dot products and 200 ``axpy`` updates of vectors
 of the candidate's size per iteration, each one a tensor call from Python. On DLG's LeNet (a
 32x32 digit and 10 label logits, 1,034 variables) that is ~1.1 ms per iteration against the
-~2.8 ms of the objective itself, so one restart cannot pass 0.7 of the rate of its own
-evaluation (docs/benchmarks.md, "Batched restarts").
+~2.3 ms of the objective itself; the rest of torch's step (the strong-Wolfe line search, the
+memory update, the stopping tests) is a few dozen more tensor calls per evaluation on 0-d
+tensors, ~0.15 ms.
 
 :class:`TwoLoopLBFGS` is ``torch.optim.LBFGS`` with that recursion in one compiled loop
-(:func:`_two_loop`, ~0.1 ms) and everything else torch's own (its memory update, first step,
-``_strong_wolfe`` line search, stopping tests and state). It computes the same floating-point
-operations on the same operands, so the iterates are the same bits, not merely close:
+(:func:`_two_loop`) and the rest of its step on numpy: vectors are numpy views of torch
+buffers, 0-d float32 tensors ``numpy.float32`` scalars, and the line search is torch's
+``_strong_wolfe`` ported line for line
+(:func:`~vispriv.plugins.federated.deep.strong_wolfe.strong_wolfe`, whose docstring lists the
+scalar arithmetic it keeps). It computes the same floating-point operations on the same
+operands, so the iterates are the same bits, not merely close:
 
 * a dot product is the very BLAS routine ``torch.dot`` calls for float32 on the CPU (``sdot_``
   of the library torch is linked with, MKL on x86 wheels), looked up in torch's own shared
   library and called on 64-byte-aligned vectors as torch's allocator gives them (MKL's result
-  depends on the alignment, so the stored pairs sit in rows padded to 16 floats);
-* ``q.add_(v, alpha=a)`` is torch's vectorised ``q + a * v`` with one rounding (a fused
-  multiply-add, AVX-512 or AVX2, the scalar tail included), here LLVM's ``llvm.fma.f32``;
-* the coefficients ``a_i = (s_i . q) ro_i`` and ``a_i - b_i`` are single-precision products and
-  differences of single-precision numbers, as torch's 0-d float32 tensors compute them.
+  depends on the alignment, so every vector lives in a torch buffer and the stored pairs sit in
+  rows padded to 16 floats);
+* ``q.add_(v, alpha=a)`` and ``p.add_(d, alpha=t)`` are torch's vectorised ``q + a * v`` with one
+  rounding (a fused multiply-add, AVX-512 or AVX2, the scalar tail included), here LLVM's
+  ``llvm.fma.f32``;
+* elementwise differences, products and ``max |v|`` are exact in any order; the one reduction
+  whose order matters, the first step's ``1 / |g|_1``, is torch's own ``sum``.
 
 Whether that holds is not assumed: the first optimiser of a process runs torch's ``LBFGS`` and
 this one side by side on a small float32 problem whose history fills and wraps
-(:func:`agrees_with_torch`) and compiles the loop only if every iterate is bitwise the same;
-otherwise, and for anything but dense float32 parameters on the CPU, ``step`` is torch's own.
-``VISPRIV_LBFGS_KERNEL=0`` turns the loop off (the benchmarks' baseline); results do not change.
+(:func:`agrees_with_torch`) and uses this step only if every iterate is bitwise the same;
+otherwise, and for anything but dense, contiguous float32 parameters on the CPU, ``step`` is
+torch's own. ``VISPRIV_LBFGS_KERNEL=0`` turns it off (the benchmarks' baseline); results do not
+change.
 """
 
 from __future__ import annotations
@@ -38,9 +45,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.optim.lbfgs import _strong_wolfe
 
 from vispriv.harness.compiled import enabled, jit, numba
+from vispriv.plugins.federated.deep.strong_wolfe import divide, strong_wolfe
 
 #: The environment switch: ``0`` keeps torch's own two-loop recursion.
 SWITCH = "VISPRIV_LBFGS_KERNEL"
@@ -82,24 +89,25 @@ class _Pairs:
     def __len__(self) -> int:
         return self.count
 
-    def push(self, s: torch.Tensor, y: torch.Tensor, ro: torch.Tensor) -> None:
+    def push(self, s: np.ndarray, y: np.ndarray, ro: np.float32) -> None:
         """Store a pair, dropping the oldest beyond ``size`` (torch's ``pop(0)``)."""
         row = (self.head + self.count) % self.size
         if self.count == self.size:
             self.head = (self.head + 1) % self.size
         else:
             self.count += 1
-        n = s.numel()
-        self.pairs[row, 0, :n], self.pairs[row, 1, :n] = s.numpy(), y.numpy()
-        self.ro[row] = ro.item()
+        n = s.size
+        self.pairs[row, 0, :n], self.pairs[row, 1, :n] = s, y
+        self.ro[row] = ro
         self.order = (self.head + np.arange(self.count)) % self.size
 
 
 class TwoLoopLBFGS(torch.optim.LBFGS):
-    """``torch.optim.LBFGS`` (same arguments) whose two-loop recursion runs compiled; the same
-    iterates bit for bit (module docstring). ``compiled`` says whether it does: numba installed,
-    :data:`SWITCH` not ``0``, dense float32 parameters on the CPU, ``sdot_`` found and
-    :func:`agrees_with_torch`; where not, :meth:`step` is torch's own.
+    """``torch.optim.LBFGS`` (same arguments) whose two-loop recursion runs compiled and the rest
+    of its step on numpy; the same iterates bit for bit (module docstring). ``compiled`` says
+    whether it does: numba installed, :data:`SWITCH` not ``0``, dense contiguous float32
+    parameters on the CPU, ``sdot_`` found and :func:`agrees_with_torch`; where not,
+    :meth:`step` is torch's own.
     """
 
     def __init__(self, params, *args, compiled: bool | None = None, **kwargs) -> None:
@@ -112,7 +120,8 @@ class TwoLoopLBFGS(torch.optim.LBFGS):
         params = self._params
         group = self.param_groups[0]
         return (enabled(SWITCH) and group["history_size"] >= 1 and isinstance(group["lr"], (int, float))
-                and all(p.device.type == "cpu" and p.dtype == torch.float32 and p.layout == torch.strided for p in params))
+                and all(p.device.type == "cpu" and p.dtype == torch.float32 and p.layout == torch.strided
+                        and p.is_contiguous() for p in params))
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """The parameters' gradients set to ``None`` (or zeroed), without the profiler record and
@@ -125,25 +134,34 @@ class TwoLoopLBFGS(torch.optim.LBFGS):
 
     @torch.no_grad()
     def step(self, closure: Callable[[], torch.Tensor]) -> torch.Tensor:  # type: ignore[override]
-        """torch's ``LBFGS.step`` (up to ``max_iter`` iterations), the direction from :func:`_two_loop`."""
+        """torch's ``LBFGS.step`` (up to ``max_iter`` iterations) on numpy: the direction from
+        :func:`_two_loop`, the line search :func:`~vispriv.plugins.federated.deep.strong_wolfe.strong_wolfe`."""
         if not self.compiled:
             return super().step(closure)
-        closure = torch.enable_grad()(closure)
+        with np.errstate(all="ignore"):  # torch's scalars overflow to inf and divide by zero silently
+            return self._step(torch.enable_grad()(closure))
+
+    def _step(self, closure: Callable[[], torch.Tensor]) -> torch.Tensor:
+        """torch's ``LBFGS.step`` line for line: 0-d float32 tensors are ``numpy.float32``, vectors
+        are numpy views of 64-byte-aligned torch buffers (module docstring)."""
         group = self.param_groups[0]
         lr = group["lr"]  # a Python number (a tensor lr keeps torch's step: _can_compile)
         max_iter, max_eval = group["max_iter"], group["max_eval"]
         tolerance_grad, tolerance_change = group["tolerance_grad"], group["tolerance_change"]
         line_search_fn = group["line_search_fn"]
+        if line_search_fn not in (None, "strong_wolfe"):
+            raise RuntimeError("only 'strong_wolfe' is supported")
         state = self.state[self._params[0]]
         state.setdefault("func_evals", 0)
         state.setdefault("n_iter", 0)
+        vectors = _Vectors(self._params)
 
         orig_loss = closure()
-        loss = float(orig_loss.detach())
+        loss = float(orig_loss)
         current_evals = 1
         state["func_evals"] += 1
-        flat_grad = self._gather_flat_grad()
-        opt_cond = flat_grad.abs().max() <= tolerance_grad
+        flat_grad = vectors.gather()
+        opt_cond = np.abs(flat_grad).max() <= tolerance_grad
         if opt_cond:
             return orig_loss
 
@@ -154,57 +172,106 @@ class TwoLoopLBFGS(torch.optim.LBFGS):
             n_iter += 1
             state["n_iter"] += 1
             if state["n_iter"] == 1:
-                d = flat_grad.neg()
-                pairs = _Pairs(group["history_size"], flat_grad.numel())
+                d = _aligned(vectors.n)
+                np.negative(flat_grad, out=d.numpy())
+                pairs = _Pairs(group["history_size"], vectors.n)
                 h_diag = 1
             else:
-                y = flat_grad.sub(prev_flat_grad)
-                s = d.mul(t)
-                ys = y.dot(s)
+                y, s = vectors.y, vectors.s
+                np.subtract(flat_grad, prev_flat_grad.numpy(), out=y)
+                np.multiply(d.numpy(), t, out=s)
+                ys = vectors.dot(y, s)
                 if ys > CURVATURE_MIN:
-                    pairs.push(s, y, 1.0 / ys)
-                    h_diag = ys / y.dot(y)
-                d = torch.empty_like(flat_grad)
-                _two_loop(_SDOT, flat_grad.numpy(), pairs.pairs, pairs.ro, pairs.order, np.float32(float(h_diag)),
-                          d.numpy(), np.empty(len(pairs), dtype=np.float32), np.array([flat_grad.numel(), 1], dtype=np.int32))
+                    pairs.push(s, y, divide(1.0, ys))
+                    h_diag = ys / vectors.dot(y, y)
+                _two_loop(_SDOT, flat_grad, pairs.pairs, pairs.ro, pairs.order, np.float32(h_diag), d.numpy(),
+                          np.empty(len(pairs), dtype=np.float32), vectors.ints)
             if prev_flat_grad is None:
-                prev_flat_grad = flat_grad.clone(memory_format=torch.contiguous_format)
-            else:
-                prev_flat_grad.copy_(flat_grad)
+                prev_flat_grad = _aligned(vectors.n)
+            prev_flat_grad.numpy()[:] = flat_grad
             prev_loss = loss
-            # torch's first step: min(1, 1/|g|_1) * lr, a 0-d tensor when 1/|g|_1 < 1
-            t = min(1.0, 1.0 / flat_grad.abs().sum()) * lr if state["n_iter"] == 1 else lr
-            gtd = flat_grad.dot(d)
+            # torch's first step: min(1, 1/|g|_1) * lr, a float32 scalar when 1/|g|_1 < 1
+            t = (min(1.0, divide(1.0, np.float32(torch.from_numpy(flat_grad).abs().sum().item()))) * lr
+                 if state["n_iter"] == 1 else lr)
+            direction = d.numpy()
+            gtd = vectors.dot(flat_grad, direction)
             if gtd > -tolerance_change:
                 break
             ls_func_evals = 0
+            x_init = vectors.parameters()
             if line_search_fn is not None:
-                if line_search_fn != "strong_wolfe":
-                    raise RuntimeError("only 'strong_wolfe' is supported")
-                x_init = self._clone_param()
+                def evaluate(step: float | np.float32, x_init: np.ndarray = x_init, direction: np.ndarray = direction,
+                             ) -> tuple[float, np.ndarray, np.float32]:
+                    vectors.move(x_init, direction, step)
+                    value = float(closure())
+                    g = vectors.gather()
+                    return value, g, vectors.dot(g, direction)
 
-                def obj_func(x, t, d):
-                    return self._directional_evaluate(closure, x, t, d)
-
-                loss, flat_grad, t, ls_func_evals = _strong_wolfe(
-                    obj_func, x_init, t, d, loss, flat_grad, gtd, max_ls=max_eval - current_evals)
-                self._add_grad(t, d)
-                opt_cond = flat_grad.abs().max() <= tolerance_grad
+                loss, flat_grad, t, ls_func_evals = strong_wolfe(
+                    evaluate, t, np.abs(direction).max(), loss, flat_grad, gtd, max_ls=max_eval - current_evals)
+                vectors.move(x_init, direction, t)
+                opt_cond = np.abs(flat_grad).max() <= tolerance_grad
             else:
-                self._add_grad(t, d)
+                vectors.move(x_init, direction, t)
                 if n_iter != max_iter:
-                    with torch.enable_grad():
-                        loss = float(closure().detach())
-                    flat_grad = self._gather_flat_grad()
-                    opt_cond = flat_grad.abs().max() <= tolerance_grad
+                    loss = float(closure())
+                    flat_grad = vectors.gather()
+                    opt_cond = np.abs(flat_grad).max() <= tolerance_grad
                     ls_func_evals = 1
             current_evals += ls_func_evals
             state["func_evals"] += ls_func_evals
             if (n_iter == max_iter or current_evals >= max_eval or opt_cond
-                    or d.mul(t).abs().max() <= tolerance_change or abs(loss - prev_loss) < tolerance_change):
+                    or np.abs(direction * t).max() <= tolerance_change or abs(loss - prev_loss) < tolerance_change):
                 break
         state.update(d=d, t=t, pairs=pairs, H_diag=h_diag, prev_flat_grad=prev_flat_grad, prev_loss=prev_loss)
         return orig_loss
+
+
+def _aligned(n: int) -> torch.Tensor:
+    """A float32 vector from torch's allocator (64-byte aligned, as every vector torch hands its BLAS)."""
+    return torch.empty(n, dtype=torch.float32)
+
+
+class _Vectors:
+    """One step's vector operations on the parameters as torch's ``LBFGS`` does them: the flat
+    gradient (``_gather_flat_grad``), ``x + t d`` into the parameters (``_set_param`` then
+    ``_add_grad``) and dot products (``torch.dot``), each on aligned buffers."""
+
+    def __init__(self, params: list[torch.Tensor]) -> None:
+        self.params = params
+        self.views = tuple(p.detach().numpy().reshape(-1) for p in params)  # writable views (contiguous: _can_compile)
+        self.n = sum(v.size for v in self.views)
+        self.ints = np.array([self.n, 1], dtype=np.int32)  # BLAS's length and stride, by reference
+        self.y, self.s, self.x = (_aligned(self.n).numpy() for _ in range(3))
+
+    def gather(self) -> np.ndarray:
+        """The parameters' gradients in one new aligned vector (zeros where a gradient is ``None``)."""
+        flat = _aligned(self.n).numpy()
+        np.concatenate([_flat_grad(p) for p in self.params], out=flat)
+        return flat
+
+    def dot(self, a: np.ndarray, b: np.ndarray) -> np.float32:
+        """``torch.dot(a, b)``: the same ``sdot_``, on vectors as aligned as torch's (a float32
+        scalar, as torch's 0-d tensor; numba returns a Python float)."""
+        return np.float32(_dot(_SDOT, a, b, self.ints))
+
+    def parameters(self) -> np.ndarray:
+        """The parameters flattened into one vector (torch's ``_clone_param``)."""
+        np.concatenate(self.views, out=self.x)
+        return self.x
+
+    def move(self, x: np.ndarray, d: np.ndarray, t: float | np.float32) -> None:
+        """The parameters set to ``x + t d`` with one rounding, as ``p.copy_(x); p.add_(d, alpha=t)``."""
+        _move(self.views, x, d, np.float32(t))
+
+
+def _flat_grad(p: torch.Tensor) -> np.ndarray:
+    grad = p.grad
+    if grad is None:
+        return np.zeros(p.numel(), dtype=np.float32)
+    if grad.is_sparse:
+        grad = grad.to_dense()
+    return grad.detach().numpy().reshape(-1)
 
 
 def agrees_with_torch(steps: int = 6) -> bool:
@@ -300,4 +367,18 @@ if numba is not None:
             for j in range(n):
                 d[j] = _fma(s[j], c, d[j])
 
+    def _dot_source(address, a, b, ints):
+        """``sdot_`` of ``a`` and ``b`` (length and stride by reference in ``ints``)."""
+        return np.float32(_sdot(address, ints.ctypes.data, a.ctypes.data, ints[1:].ctypes.data, b.ctypes.data))
+
+    def _move_source(views, x, d, t):
+        """Each parameter's flat view set to its slice of ``x + t d``, one rounding (``llvm.fma.f32``)."""
+        offset = 0
+        for view in views:
+            for j in range(view.size):
+                view[j] = _fma(d[offset + j], t, x[offset + j])
+            offset += view.size
+
     _two_loop = jit(_two_loop_source)
+    _dot = jit(_dot_source)
+    _move = jit(_move_source)
