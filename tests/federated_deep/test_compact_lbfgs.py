@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from vispriv.plugins.federated.deep import local
 from vispriv.plugins.federated.deep.inversion import InversionSettings, invert
 from vispriv.plugins.federated.deep.lbfgs import CompactHistory, CompactLBFGS
 from vispriv.plugins.federated.deep.local import LocalWork, call_with, client_update, ties_weights
@@ -194,6 +195,20 @@ def test_call_with_unties_only_models_that_tie_weights():
     images = torch.rand(1, 3, 8, 8)
     params = {k: p.detach() * 0.5 for k, p in lenet.named_parameters()}
     assert torch.equal(call_with(lenet, params, (images,)), torch.func.functional_call(lenet, params, (images,)))
+
+
+def test_call_with_finds_nested_parameters_and_buffers_as_functional_call_does():
+    resnet = build_model("resnet18", 4, 3, 16, 4, 0).eval()  # names three modules deep: layer1.0.bn1.weight
+    tensors = {k: t.detach() * 0.5 for k, t in [*resnet.named_parameters(), *resnet.named_buffers()]
+               if t.dtype.is_floating_point}
+    slots = local._slots(resnet, tensors)  # the direct swap, not functional_call's fallback
+    assert slots is not None and all(table[attr] is getattr(resnet.get_submodule(k.rpartition(".")[0]), attr)
+                                     for ((table, attr), k) in zip(slots, tensors))
+    assert local._slots(resnet, {"layer9.0.conv1.weight": torch.zeros(1)}) is None
+    images = torch.rand(2, 3, 16, 16)
+    assert torch.equal(call_with(resnet, tensors, (images,)), torch.func.functional_call(resnet, tensors, (images,)))
+    assert all(torch.equal(t, getattr(resnet.get_submodule(k.rpartition(".")[0]), k.rpartition(".")[2]) * 0.5)
+               for k, t in tensors.items())  # the model's own tensors are back after the call
 
 
 class _Counting(torch.nn.Module):

@@ -557,7 +557,7 @@ def _optimise(
         value = float(loss)
         if math.isfinite(value) and value < best_loss:
             best_loss = value
-            best_x = x.detach().clamp(0, 1).clone()
+            best_x = x.detach().clamp(0, 1)  # a new tensor: the iterate moves on
             best_z = None if z is None else z.detach().clone()
 
     variables = [x] if z is None else [x, z]
