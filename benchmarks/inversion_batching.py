@@ -26,8 +26,8 @@ inversion per core). Two bounds, measured in the same process:
   (``torch.utils.flop_counter``): the share of that rate the search achieves.
 
 DLG's L-BFGS can be compared in the same run (``--lbfgs``): ``torch``, torch's L-BFGS with its
-two-loop recursion compiled where numba is installed (the default); ``torch-eager``, torch's
-recursion in Python (the compiled loop turned off); ``compact``, the compact representation's.
+two-loop recursion compiled and the rest of its step on numpy where numba is installed (the
+default); ``torch-eager``, torch's own step (the switch off); ``compact``, the compact representation's.
 The first two must give the same reconstructions bit for bit; each run says whether they did.
 
 Printed per device, case, R and mode: evaluations per second per candidate (all restarts'
@@ -140,7 +140,7 @@ def setup(case: str, device: str):
 @contextlib.contextmanager
 def lbfgs_variant(variant: str) -> Iterator[str]:
     """The settings' ``lbfgs`` for a variant; ``torch-eager`` is torch's L-BFGS with its own
-    two-loop recursion in Python (the compiled loop turned off by its switch)."""
+    step in Python (the compiled step turned off by its switch)."""
     if variant != "torch-eager":
         yield variant
         return
@@ -190,8 +190,8 @@ def main() -> None:
     parser.add_argument("--ig-steps", type=int, default=40, help="signed-Adam steps per restart")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--lbfgs", nargs="*", default=["torch"], choices=["torch", "torch-eager", "compact"],
-                        help="DLG's L-BFGS: torch's (its two-loop recursion compiled where numba is installed), "
-                             "torch's with the recursion in Python, and/or the compact representation's")
+                        help="DLG's L-BFGS: torch's (its step compiled where numba is installed), "
+                             "torch's own step in Python, and/or the compact representation's")
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -200,7 +200,7 @@ def main() -> None:
     limits = {d: matmul_rate(d, 1024 if d == "cpu" else 4096, 20) for d in devices}
     print(f"torch {torch.__version__}; GPU: {gpu}; load average before {os.getloadavg()[0]:.2f}; float32 matmul: "
           + ", ".join(f"{d} {r / 1e12:.3f} TFLOP/s" for d, r in limits.items())
-          + f"; L-BFGS two-loop recursion compiled: {'yes' if kernel_agrees() else 'no (torch eager)'}", flush=True)
+          + f"; L-BFGS step compiled: {'yes' if kernel_agrees() else 'no (torch eager)'}", flush=True)
     began = time.perf_counter()
     results = []
     for device in devices:

@@ -8,13 +8,13 @@ DLG (Zhu et al., NeurIPS 2019) on its LeNet, a bundled digit, batch 1, the case 
 * ``search objective``: the same evaluation as one restart's search runs it (the method's
   objective through the simulated local work, backward to the image and label logits only);
 * ``search``: a whole DLG restart (``invert``, ``--steps`` L-BFGS steps, ``--lbfgs``: torch's
-  with its two-loop recursion compiled, the default where numba is installed; torch's with the
-  recursion in Python, ``torch-eager``; or the compact one) over its evaluations;
+  with its step compiled, the default where numba is installed; torch's own step in Python,
+  ``torch-eager``; or the compact one) over its evaluations;
 
 and, from ``cProfile`` of one such restart, the seconds per evaluation inside autograd's
 backward and inside the L-BFGS's own code (torch-eager: torch's step, i.e. the two-loop
 recursion, and its dot/add_ calls; the others: their module's functions), the objective excluded.
-Last, the ceilings: each L-BFGS (torch's, torch's with the compiled two-loop recursion, the
+Last, the ceilings: each L-BFGS (torch's, torch's with its step compiled, the
 compact one) alone with DLG's settings (history 100, full; strong Wolfe) on as many variables
 (the image and the label logits) and an objective of negligible cost (the Rosenbrock
 function), per evaluation; with it, no search that keeps that L-BFGS can exceed plain /
@@ -92,7 +92,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8, help="L-BFGS steps of the profiled restart")
     parser.add_argument("--reps", type=int, default=60)
     parser.add_argument("--lbfgs", choices=["torch", "torch-eager", "compact"], default="torch",
-                        help="the search's L-BFGS: torch's (its two-loop recursion compiled where numba is installed), "
+                        help="the search's L-BFGS: torch's (its step compiled where numba is installed), "
                              "torch's with the recursion in Python, or the compact one")
     args = parser.parse_args()
     with torch_threads(1):
@@ -125,8 +125,8 @@ def main() -> None:
             ops = sum(v[2] for k, v in stats.items() if k[2] in ("<method 'add_' of 'torch._C.TensorBase' objects>",
                                                                   "<method 'dot' of 'torch._C.TensorBase' objects>"))
         else:  # every function of the L-BFGS's own module; its array operations are C calls cProfile does not list
-            module = "deep/lbfgs.py" if args.lbfgs == "compact" else "deep/lbfgs_two_loop.py"
-            lbfgs_own = sum(v[2] for k, v in stats.items() if k[0].endswith(module))
+            modules = ("deep/lbfgs.py",) if args.lbfgs == "compact" else ("deep/lbfgs_two_loop.py", "deep/strong_wolfe.py")
+            lbfgs_own = sum(v[2] for k, v in stats.items() if k[0].endswith(modules))
         rows = [("plain", bound_seconds(plain, "cpu", args.reps)), ("search objective", bound_seconds(objective, "cpu", args.reps)),
                 ("search", search)]
         os.environ.pop(SWITCH, None)  # the ceilings below: each L-BFGS as it is
@@ -141,7 +141,7 @@ def main() -> None:
     print(f"\ncProfile of one restart ({n} evaluations; profiled times run slower): autograd backward "
           f"{backward / n * 1e3:.2f} ms, {own} per evaluation")
     n_vars = int(x[0].numel()) + n_classes
-    for name, optimiser_class in (("torch's L-BFGS", torch.optim.LBFGS), ("torch's L-BFGS, two-loop compiled", TwoLoopLBFGS),
+    for name, optimiser_class in (("torch's L-BFGS", torch.optim.LBFGS), ("torch's L-BFGS, step compiled", TwoLoopLBFGS),
                                   ("the compact L-BFGS", CompactLBFGS)):
         with torch_threads(1):
             alone = lbfgs_alone(n_vars, optimiser_class=optimiser_class)

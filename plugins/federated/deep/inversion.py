@@ -101,8 +101,8 @@ class InversionSettings:
     #: of evaluations, each restart keeping its own optimiser; "off": one restart after the other;
     #: "auto": "on" for Inverting Gradients, "off" for DLG and iDLG (see :func:`invert`).
     batched: Literal["auto", "on", "off"] = "auto"
-    #: DLG's and iDLG's L-BFGS: "torch" (``torch.optim.LBFGS``'s iterates; its two-loop recursion
-    #: compiled where numba is installed:
+    #: DLG's and iDLG's L-BFGS: "torch" (``torch.optim.LBFGS``'s iterates; its step compiled
+    #: where numba is installed:
     #: :class:`~vispriv.plugins.federated.deep.lbfgs_two_loop.TwoLoopLBFGS`) or "compact"
     #: (:class:`~vispriv.plugins.federated.deep.lbfgs.CompactLBFGS`: the same direction from the
     #: compact representation, a dozen array operations per iteration instead of ~700).
