@@ -69,29 +69,6 @@ def test_cubic_interpolation_is_torchs_on_every_mix_of_scalars():
     assert min(branches.values()) > 20, branches
 
 
-def _problem(kind: str, n: int, rng: np.random.Generator) -> tuple:
-    """An objective of ``n`` float32 variables, a start and a descent direction."""
-    x = torch.tensor(rng.normal(size=n), dtype=torch.float32)
-    scales = torch.tensor(rng.random(n) * 50 + 0.1, dtype=torch.float32)
-
-    def value(v: torch.Tensor) -> torch.Tensor:
-        if kind == "quadratic":
-            return 0.5 * (scales * v * v).sum()
-        if kind == "rosenbrock":
-            return (100 * (v[1:] - v[:-1] ** 2) ** 2 + (1 - v[:-1]) ** 2).sum()
-        return (v * v).sum() + 4 * torch.sin(3 * v).sum()  # wavy: non-convex
-
-    def evaluated(v: torch.Tensor) -> tuple[float, torch.Tensor]:
-        v = v.detach().requires_grad_(True)
-        loss = value(v)
-        (g,) = torch.autograd.grad(loss, v)
-        return float(loss.detach()), g
-
-    f, g = evaluated(x)
-    d = -g * torch.tensor((rng.random(n) + 0.5) * 10.0 ** rng.uniform(-3, 1), dtype=torch.float32)
-    return x, f, g, d, evaluated
-
-
 def _both_agree(evaluated, x: torch.Tensor, d: torch.Tensor, t0, max_ls: int = 25) -> int:
     """torch's line search and the port from ``x`` along ``d``: the same value, gradient, step and
     count of evaluations (returned)."""
