@@ -157,7 +157,7 @@ class TwoLoopLBFGS(torch.optim.LBFGS):
         vectors = _Vectors(self._params)
 
         orig_loss = closure()
-        loss = float(orig_loss)
+        loss = float(orig_loss.detach())
         current_evals = 1
         state["func_evals"] += 1
         flat_grad = vectors.gather()
@@ -203,7 +203,7 @@ class TwoLoopLBFGS(torch.optim.LBFGS):
                 def evaluate(step: float | np.float32, x_init: np.ndarray = x_init, direction: np.ndarray = direction,
                              ) -> tuple[float, np.ndarray, np.float32]:
                     vectors.move(x_init, direction, step)
-                    value = float(closure())
+                    value = float(closure().detach())
                     g = vectors.gather()
                     return value, g, vectors.dot(g, direction)
 
@@ -214,7 +214,7 @@ class TwoLoopLBFGS(torch.optim.LBFGS):
             else:
                 vectors.move(x_init, direction, t)
                 if n_iter != max_iter:
-                    loss = float(closure())
+                    loss = float(closure().detach())
                     flat_grad = vectors.gather()
                     opt_cond = np.abs(flat_grad).max() <= tolerance_grad
                     ls_func_evals = 1
