@@ -63,7 +63,7 @@ class DeepInversionConfig(PluginConfig):
     )
     lbfgs: Literal["torch", "compact"] = Field(
         "torch",
-        description="dlg and idlg: torch's L-BFGS (its two-loop recursion compiled where numba is installed, the "
+        description="dlg and idlg: torch's L-BFGS (its step compiled where numba is installed, the "
         "same iterates bit for bit), or compact: the same L-BFGS with its direction from the compact "
         "representation (Byrd, Nocedal & Schnabel 1994) without numba; its iterates agree with torch's to "
         "rounding, which a long line search grows",

@@ -1,4 +1,4 @@
-"""torch's L-BFGS with its two-loop recursion compiled: torch's own iterates, bit for bit."""
+"""torch's L-BFGS with its step compiled (the two-loop recursion) and on numpy (the rest): torch's own iterates, bit for bit."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""torch's L-BFGS with its two-loop recursion compiled (numba, optional): the same iterates, bit for bit.
+"""torch's L-BFGS with its two-loop recursion compiled (numba, optional) and the rest of its step on numpy: the same iterates, bit for bit.
 
 DLG and iDLG run ``torch.optim.LBFGS`` (history 100, strong-Wolfe line search). Its direction
 ``-H g`` comes from the two-loop recursion (Nocedal & Wright, *Numerical Optimization*, 2nd
