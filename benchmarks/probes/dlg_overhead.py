@@ -94,7 +94,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=60)
     parser.add_argument("--lbfgs", choices=["torch", "torch-eager", "compact"], default="torch",
                         help="the search's L-BFGS: torch's (its step compiled where numba is installed), "
-                             "torch's with the recursion in Python, or the compact one")
+                             "torch's own step in Python, or the compact one")
     args = parser.parse_args()
     with torch_threads(1):
         x, _, n_classes, model, work, target, plain, _ = setup("dlg-lenet", "cpu")

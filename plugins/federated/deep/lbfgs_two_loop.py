@@ -160,7 +160,7 @@ class TwoLoopLBFGS(torch.optim.LBFGS):
         loss = float(orig_loss.detach())
         current_evals = 1
         state["func_evals"] += 1
-        flat_grad = vectors.gather()
+        flat_grad = self._gather_flat_grad().numpy()
         opt_cond = np.abs(flat_grad).max() <= tolerance_grad
         if opt_cond:
             return orig_loss
@@ -204,7 +204,7 @@ class TwoLoopLBFGS(torch.optim.LBFGS):
                              ) -> tuple[float, np.ndarray, np.float32]:
                     vectors.move(x_init, direction, step)
                     value = float(closure().detach())
-                    g = vectors.gather()
+                    g = self._gather_flat_grad().numpy()
                     return value, g, vectors.dot(g, direction)
 
                 loss, flat_grad, t, ls_func_evals = strong_wolfe(
@@ -215,7 +215,7 @@ class TwoLoopLBFGS(torch.optim.LBFGS):
                 vectors.move(x_init, direction, t)
                 if n_iter != max_iter:
                     loss = float(closure().detach())
-                    flat_grad = vectors.gather()
+                    flat_grad = self._gather_flat_grad().numpy()
                     opt_cond = np.abs(flat_grad).max() <= tolerance_grad
                     ls_func_evals = 1
             current_evals += ls_func_evals
@@ -233,22 +233,17 @@ def _aligned(n: int) -> torch.Tensor:
 
 
 class _Vectors:
-    """One step's vector operations on the parameters as torch's ``LBFGS`` does them: the flat
-    gradient (``_gather_flat_grad``), ``x + t d`` into the parameters (``_set_param`` then
-    ``_add_grad``) and dot products (``torch.dot``), each on aligned buffers."""
+    """One step's vector operations on the parameters as torch's ``LBFGS`` does them: ``x + t d``
+    into the parameters (``_set_param`` then ``_add_grad``) and dot products (``torch.dot``), on
+    aligned buffers. The flat gradient is torch's own ``_gather_flat_grad`` (a new aligned tensor
+    per evaluation, never written to afterwards)."""
 
     def __init__(self, params: list[torch.Tensor]) -> None:
-        self.params = params
         self.views = tuple(p.detach().numpy().reshape(-1) for p in params)  # writable views (contiguous: _can_compile)
         self.n = sum(v.size for v in self.views)
         self.ints = np.array([self.n, 1], dtype=np.int32)  # BLAS's length and stride, by reference
         self.y, self.s, self.x = (_aligned(self.n).numpy() for _ in range(3))
 
-    def gather(self) -> np.ndarray:
-        """The parameters' gradients in one new aligned vector (zeros where a gradient is ``None``)."""
-        flat = _aligned(self.n).numpy()
-        np.concatenate([_flat_grad(p) for p in self.params], out=flat)
-        return flat
 
     def dot(self, a: np.ndarray, b: np.ndarray) -> np.float32:
         """``torch.dot(a, b)``: the same ``sdot_``, on vectors as aligned as torch's (a float32
@@ -263,15 +258,6 @@ class _Vectors:
     def move(self, x: np.ndarray, d: np.ndarray, t: float | np.float32) -> None:
         """The parameters set to ``x + t d`` with one rounding, as ``p.copy_(x); p.add_(d, alpha=t)``."""
         _move(self.views, x, d, np.float32(t))
-
-
-def _flat_grad(p: torch.Tensor) -> np.ndarray:
-    grad = p.grad
-    if grad is None:
-        return np.zeros(p.numel(), dtype=np.float32)
-    if grad.is_sparse:
-        grad = grad.to_dense()
-    return grad.detach().numpy().reshape(-1)
 
 
 def agrees_with_torch(steps: int = 6) -> bool:
@@ -340,18 +326,23 @@ if numba is not None:
 
         return signature, codegen
 
+    def _dot_source(address, a, b, ints):
+        """``sdot_`` of ``a`` and ``b`` (length and stride by reference in ``ints``)."""
+        return np.float32(_sdot(address, ints.ctypes.data, a.ctypes.data, ints[1:].ctypes.data, b.ctypes.data))
+
+    _dot = jit(_dot_source)
+
     def _two_loop_source(address, g, pairs, ro, order, h_diag, d, al, ints):
         """``d = -H g`` by torch's two-loop recursion over the pairs in ``order`` (oldest first):
         ``q = -g``; newest to oldest ``a_i = (s_i . q) ro_i``, ``q += -a_i y_i``; ``r = q h``;
         oldest to newest ``b_i = (y_i . r) ro_i``, ``r += (a_i - b_i) s_i``. ``ints`` holds
         ``(n, 1)``, BLAS's length and stride by reference."""
         n = g.size
-        length, one = ints.ctypes.data, ints[1:].ctypes.data
         for j in range(n):
             d[j] = -g[j]
         for k in range(order.size - 1, -1, -1):
             i = order[k]
-            a = np.float32(_sdot(address, length, pairs[i, 0].ctypes.data, one, d.ctypes.data)) * ro[i]
+            a = _dot(address, pairs[i, 0], d, ints) * ro[i]
             al[k] = a
             minus_a = -a
             y = pairs[i, 1]
@@ -361,15 +352,11 @@ if numba is not None:
             d[j] = d[j] * h_diag
         for k in range(order.size):
             i = order[k]
-            b = np.float32(_sdot(address, length, pairs[i, 1].ctypes.data, one, d.ctypes.data)) * ro[i]
+            b = _dot(address, pairs[i, 1], d, ints) * ro[i]
             c = al[k] - b
             s = pairs[i, 0]
             for j in range(n):
                 d[j] = _fma(s[j], c, d[j])
-
-    def _dot_source(address, a, b, ints):
-        """``sdot_`` of ``a`` and ``b`` (length and stride by reference in ``ints``)."""
-        return np.float32(_sdot(address, ints.ctypes.data, a.ctypes.data, ints[1:].ctypes.data, b.ctypes.data))
 
     def _move_source(views, x, d, t):
         """Each parameter's flat view set to its slice of ``x + t d``, one rounding (``llvm.fma.f32``)."""
@@ -380,5 +367,4 @@ if numba is not None:
             offset += view.size
 
     _two_loop = jit(_two_loop_source)
-    _dot = jit(_dot_source)
     _move = jit(_move_source)
